@@ -1,0 +1,608 @@
+package cleaner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+	"go.uber.org/zap"
+
+	"graveler/graveler"
+	"graveler/graveler/ref"
+	"graveler/keys"
+	"graveler/kv"
+)
+
+// Defaults for Config's zero values.
+const (
+	DefaultInterval   = 5 * time.Minute
+	DefaultSweepGrace = time.Hour
+	// maxFailures bounds Summary.Failures; Errors still counts them all.
+	maxFailures = 20
+)
+
+// Config tunes a Cleaner. Zero values take the defaults.
+type Config struct {
+	// RepositoryCreationTimeout is how long a repository may stay initial
+	// before it counts as a crashed create (default
+	// ref.DefaultRepositoryCreationTimeout; use gravelerd's value).
+	RepositoryCreationTimeout time.Duration
+	// Sweep enables the orphan sweep.
+	Sweep bool
+	// SweepGrace protects young partitions from the sweep (default
+	// DefaultSweepGrace; negative: no grace, for tests and offline stores).
+	SweepGrace time.Duration
+	// DryRun changes nothing and reports what a run would reclaim.
+	DryRun bool
+	// MaxKeys bounds the keys one run reclaims (0: no bound). It is checked
+	// before each partition, so a run may exceed it by one partition's keys.
+	MaxKeys int64
+	// Timeout bounds one run (0: none). A run cut short is not an error.
+	Timeout time.Duration
+	// Interval is Run's period (default DefaultInterval).
+	Interval time.Duration
+	// Elector makes Run work only while this process leads (nil: always).
+	Elector Elector
+	// Lister lists partitions for the sweep (nil: the store, if it is a
+	// PartitionLister).
+	Lister PartitionLister
+	// Now returns the current time (default time.Now).
+	Now func() time.Time
+	// Logger (default zap.NewNop()).
+	Logger *zap.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.RepositoryCreationTimeout <= 0 {
+		c.RepositoryCreationTimeout = ref.DefaultRepositoryCreationTimeout
+	}
+	if c.SweepGrace == 0 {
+		c.SweepGrace = DefaultSweepGrace
+	}
+	if c.Interval <= 0 {
+		c.Interval = DefaultInterval
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	return c
+}
+
+// Summary is what one run did (or, in a dry run, would do).
+type Summary struct {
+	DryRun bool `json:"dry_run"`
+	// RepositoriesRetired: records retired (deleting, or initial past the
+	// creation timeout) and queued.
+	RepositoriesRetired int `json:"repositories_retired"`
+	// RepositoriesReclaimed, TokensReclaimed: work items completed.
+	RepositoriesReclaimed int `json:"repositories_reclaimed"`
+	TokensReclaimed       int `json:"tokens_reclaimed"`
+	// EntriesRemoved: graveler_deleted entries removed.
+	EntriesRemoved int `json:"entries_removed"`
+	// OrphanRepositoryPartitions, OrphanStagingPartitions: dropped by the sweep.
+	OrphanRepositoryPartitions int `json:"orphan_repository_partitions"`
+	OrphanStagingPartitions    int `json:"orphan_staging_partitions"`
+	// PartitionsReclaimed: partitions that held keys and were dropped.
+	PartitionsReclaimed int `json:"partitions_reclaimed"`
+	// KeysReclaimed: keys in those partitions.
+	KeysReclaimed int64 `json:"keys_reclaimed"`
+	// Skipped: work left for a later run because it is still referenced
+	// (a live token, a repository still being created) or too young to sweep.
+	Skipped int `json:"skipped"`
+	// Errors counts failed steps; Failures describes the first few.
+	Errors   int      `json:"errors"`
+	Failures []string `json:"failures,omitempty"`
+	// Incomplete: the run stopped at MaxKeys or Timeout; the next continues.
+	Incomplete bool          `json:"incomplete"`
+	Duration   time.Duration `json:"duration_ns"`
+}
+
+// Cleaner reclaims deleted and orphaned partitions. See the package doc.
+type Cleaner struct {
+	store  kv.Store
+	cfg    Config
+	log    *zap.Logger
+	refs   *ref.Manager
+	lister PartitionLister
+
+	mu sync.Mutex
+	// seen remembers when a sweep first found a non-ULID partition
+	// unreferenced, for the two-pass grace.
+	seen map[string]time.Time
+}
+
+// New returns a Cleaner over store. It starts no goroutines.
+func New(store kv.Store, cfg Config) *Cleaner {
+	cfg = cfg.withDefaults()
+	lister := cfg.Lister
+	if lister == nil {
+		lister, _ = store.(PartitionLister)
+	}
+	return &Cleaner{
+		store: store,
+		cfg:   cfg,
+		log:   cfg.Logger,
+		refs: ref.New(store, ref.Config{
+			RepositoryCreationTimeout: cfg.RepositoryCreationTimeout,
+			Now:                       cfg.Now,
+			Logger:                    cfg.Logger,
+			BranchReadWindow:          -1,
+		}),
+		lister: lister,
+		seen:   map[string]time.Time{},
+	}
+}
+
+// RunOnce makes one bounded pass. It returns an error wrapping
+// ErrRunFailed when the pass could not decide safely what to reclaim, or
+// the context's error when ctx itself ended; the Summary says what was done
+// either way.
+func (c *Cleaner) RunOnce(ctx context.Context) (Summary, error) {
+	start := time.Now()
+	runCtx := ctx
+	if c.cfg.Timeout > 0 {
+		var cancel context.CancelFunc
+		runCtx, cancel = context.WithTimeout(ctx, c.cfg.Timeout)
+		defer cancel()
+	}
+	r := &pass{c: c, ctx: runCtx, parent: ctx, dropped: map[string]bool{}}
+	r.sum.DryRun = c.cfg.DryRun
+	err := r.do()
+	if err != nil && r.stopped() {
+		// Cut short by Timeout: not a failure, the next run continues.
+		r.sum.Incomplete = true
+		err = nil
+	}
+	if err == nil && ctx.Err() != nil {
+		err = ctx.Err()
+	}
+	r.sum.Duration = time.Since(start)
+	observeRun(&r.sum, err)
+	fields := []zap.Field{zap.Bool("dry_run", r.sum.DryRun),
+		zap.Int("repositories_retired", r.sum.RepositoriesRetired),
+		zap.Int("repositories_reclaimed", r.sum.RepositoriesReclaimed),
+		zap.Int("tokens_reclaimed", r.sum.TokensReclaimed),
+		zap.Int("entries_removed", r.sum.EntriesRemoved),
+		zap.Int("orphan_repository_partitions", r.sum.OrphanRepositoryPartitions),
+		zap.Int("orphan_staging_partitions", r.sum.OrphanStagingPartitions),
+		zap.Int("partitions_reclaimed", r.sum.PartitionsReclaimed),
+		zap.Int64("keys_reclaimed", r.sum.KeysReclaimed),
+		zap.Int("skipped", r.sum.Skipped),
+		zap.Int("errors", r.sum.Errors),
+		zap.Bool("incomplete", r.sum.Incomplete),
+		zap.Duration("duration", r.sum.Duration)}
+	switch {
+	case err != nil && ctx.Err() != nil:
+		c.log.Info("cleaner: run stopped", append(fields, zap.Error(err))...)
+	case err != nil:
+		c.log.Error("cleaner: run failed", append(fields, zap.Error(err))...)
+	default:
+		c.log.Info("cleaner: run done", fields...)
+	}
+	return r.sum, err
+}
+
+// pass is the state of one run.
+type pass struct {
+	c      *Cleaner
+	ctx    context.Context // bounded by Timeout
+	parent context.Context
+	sum    Summary
+	// dropped holds the partitions this pass dropped (or in a dry run would
+	// have), so the sweep neither drops nor counts them twice.
+	dropped map[string]bool
+}
+
+// stopped reports whether the run's own Timeout ended it (not its caller).
+func (r *pass) stopped() bool { return r.ctx.Err() != nil && r.parent.Err() == nil }
+
+// budget reports whether the pass may start another partition.
+func (r *pass) budget() bool {
+	if r.ctx.Err() != nil {
+		r.sum.Incomplete = true
+		return false
+	}
+	if r.c.cfg.MaxKeys > 0 && r.sum.KeysReclaimed >= r.c.cfg.MaxKeys {
+		r.sum.Incomplete = true
+		return false
+	}
+	return true
+}
+
+func (r *pass) fail(err error, msg string, fields ...zap.Field) {
+	if r.ctx.Err() != nil {
+		// The run was cut short: whatever failed is retried next run.
+		r.sum.Incomplete = true
+		return
+	}
+	r.sum.Errors++
+	errorsTotal.Inc()
+	if len(r.sum.Failures) < maxFailures {
+		r.sum.Failures = append(r.sum.Failures, fmt.Sprintf("%s: %v", msg, err))
+	}
+	r.c.log.Warn("cleaner: "+msg+"; retried next run", append(fields, zap.Error(err))...)
+}
+
+type repoItem struct {
+	repo, uid string
+	// queued: the entry exists (false only in a dry run, for a record that
+	// a real run would have queued first).
+	queued bool
+}
+
+type record struct {
+	name string
+	rec  *graveler.Repository
+}
+
+func (r *pass) do() error {
+	// 1. Retire records that no longer count.
+	records, err := r.scanRecords()
+	if err != nil {
+		return err
+	}
+	var repos []repoItem
+	index := map[string]int{}
+	add := func(it repoItem) {
+		k := it.repo + "/" + it.uid
+		if i, ok := index[k]; ok {
+			repos[i].queued = repos[i].queued || it.queued
+			return
+		}
+		index[k] = len(repos)
+		repos = append(repos, it)
+	}
+	for _, rec := range records {
+		if !r.c.refs.Retirable(rec.rec) {
+			continue
+		}
+		if r.ctx.Err() != nil {
+			return r.ctx.Err()
+		}
+		uid := string(rec.rec.UniqueID)
+		if r.c.cfg.DryRun {
+			r.sum.RepositoriesRetired++
+			add(repoItem{repo: rec.name, uid: uid})
+			continue
+		}
+		ok, err := r.c.refs.RetireRepository(r.ctx, graveler.RepositoryID(rec.name), rec.rec.UniqueID)
+		if err != nil {
+			r.fail(err, "retire repository record", zap.String("repository", rec.name), zap.String("unique_id", uid))
+			continue
+		}
+		if ok {
+			r.sum.RepositoriesRetired++
+			retiredTotal.Inc()
+			r.c.log.Info("cleaner: retired repository record", zap.String("repository", rec.name),
+				zap.String("unique_id", uid), zap.String("state", rec.rec.State.String()), zap.Time("created", rec.rec.CreationDate))
+			add(repoItem{repo: rec.name, uid: uid, queued: true})
+		}
+	}
+
+	// 2. The work list, read before the live tokens (see the package doc).
+	queuedRepos, queuedTokens, err := r.scanQueue()
+	if err != nil {
+		return err
+	}
+	for _, it := range queuedRepos {
+		add(it)
+	}
+	backlog.Set(float64(len(queuedRepos) + len(queuedTokens)))
+
+	// 3. Live tokens: never dropped.
+	live, err := r.liveTokens()
+	if err != nil {
+		return err
+	}
+
+	// 4. Drain.
+	for _, it := range repos {
+		if !r.budget() {
+			return nil
+		}
+		r.drainRepo(it, live)
+	}
+	for _, tok := range queuedTokens {
+		if !r.budget() {
+			return nil
+		}
+		r.drainToken(tok, live)
+	}
+
+	// 5. Sweep.
+	if r.c.cfg.Sweep {
+		return r.sweep()
+	}
+	return nil
+}
+
+// scanRecords reads every repository record, in any state.
+func (r *pass) scanRecords() ([]record, error) {
+	var out []record
+	for e, err := range r.c.store.Scan(r.ctx, keys.Graveler(), kv.ScanOptions{Start: []byte(keys.ReposPrefix)}) {
+		if err != nil {
+			return nil, fmt.Errorf("%w: scan repository records: %w", ErrRunFailed, err)
+		}
+		if !strings.HasPrefix(string(e.Key), keys.ReposPrefix) {
+			break
+		}
+		name, err := keys.ParseRepository(e.Key)
+		if err != nil {
+			// A record that cannot be named protects nothing we can find;
+			// leave it to an operator rather than guess.
+			r.fail(err, "unparsable repository record key", zap.ByteString("key", e.Key))
+			continue
+		}
+		rec, err := ref.DecodeRepository(e.Value)
+		if err != nil {
+			return nil, fmt.Errorf("%w: repository record %s: %w", ErrRunFailed, name, err)
+		}
+		out = append(out, record{name: name, rec: rec})
+	}
+	return out, nil
+}
+
+// scanQueue reads graveler_deleted. Keys it cannot parse are reported and
+// left alone.
+func (r *pass) scanQueue() (repos []repoItem, tokens []string, err error) {
+	for e, err := range r.c.store.Scan(r.ctx, keys.Deleted(), kv.ScanOptions{}) {
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: scan %s: %w", ErrRunFailed, keys.PartitionDeleted, err)
+		}
+		switch {
+		case strings.HasPrefix(string(e.Key), keys.ReposPrefix):
+			repo, uid, perr := keys.ParseDeletedRepository(e.Key)
+			if perr != nil {
+				r.fail(perr, "unparsable work item", zap.ByteString("key", e.Key))
+				continue
+			}
+			repos = append(repos, repoItem{repo: repo, uid: uid, queued: true})
+		case strings.HasPrefix(string(e.Key), keys.TokensPrefix):
+			tok, perr := keys.ParseDeletedToken(e.Key)
+			if perr != nil {
+				r.fail(perr, "unparsable work item", zap.ByteString("key", e.Key))
+				continue
+			}
+			tokens = append(tokens, tok)
+		default:
+			r.fail(errors.New("unknown prefix"), "unknown work item", zap.ByteString("key", e.Key))
+		}
+	}
+	return repos, tokens, nil
+}
+
+// liveTokens collects the staging and sealed tokens of every branch of
+// every repository that counts (active, or initial within the timeout).
+func (r *pass) liveTokens() (map[string]bool, error) {
+	records, err := r.scanRecords()
+	if err != nil {
+		return nil, err
+	}
+	live := map[string]bool{}
+	for _, rec := range records {
+		if rec.rec.State == graveler.RepositoryStateDeleting || r.c.refs.Retirable(rec.rec) {
+			continue
+		}
+		part := keys.RepositoryPartition(rec.name, string(rec.rec.UniqueID))
+		if err := r.branchTokens(part, live); err != nil {
+			return nil, fmt.Errorf("%w: live tokens of repository %s: %w", ErrRunFailed, rec.name, err)
+		}
+	}
+	return live, nil
+}
+
+// branchTokens adds to into the tokens of every branch in partition part.
+func (r *pass) branchTokens(part []byte, into map[string]bool) error {
+	for e, err := range r.c.store.Scan(r.ctx, part, kv.ScanOptions{Start: []byte(keys.BranchesPrefix)}) {
+		if err != nil {
+			return fmt.Errorf("scan branches of %s: %w", part, err)
+		}
+		if !strings.HasPrefix(string(e.Key), keys.BranchesPrefix) {
+			break
+		}
+		b, err := ref.DecodeBranch(e.Value)
+		if err != nil {
+			return fmt.Errorf("branch %q of %s: %w", e.Key, part, err)
+		}
+		if b.StagingToken != "" {
+			into[string(b.StagingToken)] = true
+		}
+		for _, t := range b.SealedTokens {
+			into[string(t)] = true
+		}
+	}
+	return nil
+}
+
+// getRecord reads the record of repo; found is false when there is none.
+func (r *pass) getRecord(repo string) (rec *graveler.Repository, found bool, err error) {
+	data, _, err := r.c.store.Get(r.ctx, keys.Graveler(), keys.Repository(repo))
+	if errors.Is(err, kv.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	rec, err = ref.DecodeRepository(data)
+	if err != nil {
+		return nil, false, err
+	}
+	return rec, true, nil
+}
+
+// drainRepo reclaims one deleted repository incarnation.
+func (r *pass) drainRepo(it repoItem, live map[string]bool) {
+	log := []zap.Field{zap.String("repository", it.repo), zap.String("unique_id", it.uid)}
+	rec, found, err := r.getRecord(it.repo)
+	if err != nil {
+		r.fail(err, "read repository record", log...)
+		return
+	}
+	if found && string(rec.UniqueID) == it.uid {
+		switch {
+		case rec.State == graveler.RepositoryStateActive:
+			// A create finished after the incarnation was queued (it ran
+			// past the creation timeout and lost nothing): the entry is
+			// stale and must not touch the live partition. A later delete
+			// queues it again.
+			r.c.log.Warn("cleaner: work item names an active repository; removing the item only", log...)
+			if !r.c.cfg.DryRun {
+				if err := r.c.store.Delete(r.ctx, keys.Deleted(), keys.DeletedRepository(it.repo, it.uid)); err != nil {
+					r.fail(err, "remove stale work item", log...)
+					return
+				}
+				entriesRemovedTotal.Inc()
+			}
+			r.sum.EntriesRemoved++
+			return
+		case !r.c.refs.Retirable(rec):
+			r.sum.Skipped++ // still being created
+			return
+		case !r.c.cfg.DryRun:
+			// Normally done by the records step; finish it before dropping.
+			if _, err := r.c.refs.RetireRepository(r.ctx, graveler.RepositoryID(it.repo), rec.UniqueID); err != nil {
+				r.fail(err, "retire repository record", log...)
+				return
+			}
+		}
+	}
+	part := keys.RepositoryPartition(it.repo, it.uid)
+	tokens := map[string]bool{}
+	if err := r.branchTokens(part, tokens); err != nil {
+		r.fail(err, "collect tokens of deleted repository", log...)
+		return
+	}
+	for _, tok := range sortedKeys(tokens) {
+		if live[tok] {
+			r.sum.Skipped++
+			r.c.log.Warn("cleaner: token of a deleted repository is live elsewhere; keeping it", append(log, zap.String("token", tok))...)
+			continue
+		}
+		if !r.budget() {
+			return
+		}
+		if err := r.drop(keys.StagingPartition(tok), kindStaging, reasonDeleted); err != nil {
+			r.fail(err, "drop staging partition", append(log, zap.String("token", tok))...)
+			return
+		}
+	}
+	if !r.budget() {
+		return
+	}
+	if err := r.drop(part, kindRepository, reasonDeleted); err != nil {
+		r.fail(err, "drop repository partition", log...)
+		return
+	}
+	if it.queued && !r.c.cfg.DryRun {
+		if err := r.c.store.Delete(r.ctx, keys.Deleted(), keys.DeletedRepository(it.repo, it.uid)); err != nil {
+			r.fail(err, "remove work item", log...)
+			return
+		}
+		entriesRemovedTotal.Inc()
+	}
+	r.sum.EntriesRemoved++
+	r.sum.RepositoriesReclaimed++
+	r.c.log.Info("cleaner: reclaimed deleted repository", append(log, zap.Int("tokens", len(tokens)))...)
+}
+
+// drainToken reclaims one consumed staging token.
+func (r *pass) drainToken(tok string, live map[string]bool) {
+	log := zap.String("token", tok)
+	if live[tok] {
+		// A branch delete that stopped between queueing and removing the
+		// branch: keep the entry, the branch may still go.
+		r.sum.Skipped++
+		r.c.log.Warn("cleaner: queued token is still live; keeping it", log)
+		return
+	}
+	if err := r.drop(keys.StagingPartition(tok), kindStaging, reasonDeleted); err != nil {
+		r.fail(err, "drop staging partition", log)
+		return
+	}
+	if !r.c.cfg.DryRun {
+		if err := r.c.store.Delete(r.ctx, keys.Deleted(), keys.DeletedToken(tok)); err != nil {
+			r.fail(err, "remove work item", log)
+			return
+		}
+		entriesRemovedTotal.Inc()
+	}
+	r.sum.EntriesRemoved++
+	r.sum.TokensReclaimed++
+}
+
+// drop drops (or in a dry run counts) a partition.
+func (r *pass) drop(part []byte, kind, reason string) error {
+	if r.dropped[string(part)] {
+		return nil
+	}
+	var n int64
+	var err error
+	if r.c.cfg.DryRun {
+		n, err = r.count(part)
+	} else {
+		n, err = kv.DropPartition(r.ctx, r.c.store, part)
+	}
+	if n > 0 {
+		r.sum.PartitionsReclaimed++
+		r.sum.KeysReclaimed += n
+		if !r.c.cfg.DryRun {
+			partitionsReclaimed.WithLabelValues(kind, reason).Inc()
+			keysReclaimed.Add(float64(n))
+		}
+		r.c.log.Debug("cleaner: dropped partition", zap.ByteString("partition", part), zap.Int64("keys", n), zap.Bool("dry_run", r.c.cfg.DryRun))
+	}
+	if err != nil {
+		return err
+	}
+	r.dropped[string(part)] = true
+	return nil
+}
+
+// count counts a partition's keys, through the lister when it can.
+func (r *pass) count(part []byte) (int64, error) {
+	if pc, ok := r.c.lister.(PartitionCounter); ok {
+		return pc.CountPartition(r.ctx, part)
+	}
+	var n int64
+	for _, err := range r.c.store.Scan(r.ctx, part, kv.ScanOptions{}) {
+		if err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// oldEnough applies the sweep's grace to a partition whose name ends in id.
+func (r *pass) oldEnough(part, id string, now time.Time) bool {
+	grace := r.c.cfg.SweepGrace
+	if grace < 0 {
+		return true
+	}
+	if u, err := ulid.ParseStrict(id); err == nil {
+		return now.Sub(u.Timestamp()) >= grace
+	}
+	r.c.mu.Lock()
+	defer r.c.mu.Unlock()
+	first, ok := r.c.seen[part]
+	if !ok {
+		r.c.seen[part] = now
+		return false
+	}
+	return now.Sub(first) >= grace
+}
+
+// tokenID is the unique part of a staging token "<repo>.<id>".
+func tokenID(tok string) string {
+	if i := strings.LastIndexByte(tok, '.'); i >= 0 {
+		return tok[i+1:]
+	}
+	return tok
+}

@@ -1,0 +1,59 @@
+// Package cleaner reclaims what repository deletes, branch deletes and
+// commits leave behind on the kv store (DESIGN.md "Cleaner", seed 003):
+//
+//  1. Records: a repository record that no longer counts (deleting, or
+//     initial past the creation timeout) is retired through ref, which queues
+//     it under graveler_deleted/repos and removes the record.
+//  2. graveler_deleted/repos/<repo>/<unique id>: collect the staging and
+//     sealed tokens of the incarnation's branches, drop those staging
+//     partitions, drop the repository partition, then remove the entry.
+//  3. graveler_deleted/tokens/<token>: drop the staging partition, then
+//     remove the entry.
+//  4. With Config.Sweep, an orphan sweep: repository and staging partitions
+//     that no record, branch or work item references (a late writer's keys
+//     in a token already dropped, the partition of a create that crashed
+//     before its record could be queued) are dropped too.
+//
+// Every step is idempotent and an entry is removed only after what it names
+// is gone, so a run that stops anywhere (crash, Config.Timeout,
+// Config.MaxKeys) is finished by the next one; a failure on one entry is
+// counted and the run moves on to the next.
+//
+// Safety alongside gravelerd and other cleaners: nothing reachable from a
+// live repository is dropped. Before draining, a run reads the work list and
+// only then the live tokens (the staging and sealed tokens of every branch
+// of every active or still-creating repository); a queued token that is
+// still live (a branch delete that stopped between queueing its tokens and
+// removing the branch) is skipped and retried next run. Tokens are fresh
+// ULID-based names that never become referenced again once unreferenced,
+// so a token found unreferenced after the work list was read stays so.
+//
+// The sweep lists partitions first, then reads records, then the work list,
+// then branches: a partition that holds keys was referenced before it was
+// listed (records are written before their partition, branches before
+// writers learn their token), so one found unreferenced afterwards is
+// garbage. As a second guard against in-flight work the sweep honours a
+// grace period (Config.SweepGrace): a staging token ("<repo>.<ULID>") or
+// unique id that is a ULID is reclaimed only when the ULID's timestamp is
+// older than the grace; a name that is not a ULID is reclaimed only when the
+// same process saw it unreferenced in two passes at least the grace apart
+// (in --once mode such partitions are therefore never swept).
+//
+// Orphan discovery needs more than kv.Store: a PartitionLister, probed on
+// the store or given in Config.Lister. NewEtcdLister lists etcd keys under
+// the root prefix with keys-only ranges that skip from one partition to the
+// next; NewMemoryLister lists a kv.MemoryStore's partitions.
+//
+// Modes: RunOnce does one bounded pass and returns a Summary (what was
+// reclaimed, or with Config.DryRun what would be, counted the same way).
+// Run repeats it every Config.Interval while this process leads, through
+// an Elector (NewEtcdElector: go.etcd.io/etcd/client/v3/concurrency).
+//
+// Concurrency: a Cleaner is safe for concurrent use; New starts no
+// goroutines. The store stays owned by the caller.
+//
+// Errors: RunOnce returns an error (wrapping ErrRunFailed) when a pass could
+// not read what it needs to decide safely (records, the work list, live
+// tokens); failures on single entries are counted in Summary.Errors and
+// described in Summary.Failures, and the pass continues.
+package cleaner

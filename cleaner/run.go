@@ -1,0 +1,134 @@
+package cleaner
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.uber.org/zap"
+)
+
+// Elector chooses one leader among cleaner replicas.
+type Elector interface {
+	// Campaign blocks until this process leads, or ctx ends. The returned
+	// context ends when leadership is lost (or ctx ends); resign gives
+	// leadership up and releases everything Campaign took.
+	Campaign(ctx context.Context) (lead context.Context, resign func(), err error)
+}
+
+// EtcdElector elects through an etcd lease and election key
+// (go.etcd.io/etcd/client/v3/concurrency). A leader that stops renewing
+// its lease (crash, partition) loses leadership after the lease TTL.
+type EtcdElector struct {
+	cli *clientv3.Client
+	key string
+	id  string
+	ttl int
+}
+
+var _ Elector = (*EtcdElector)(nil)
+
+// NewEtcdElector campaigns under key (ElectionKey(root) by convention) as
+// id, with a lease of ttlSeconds (default 15).
+func NewEtcdElector(cli *clientv3.Client, key, id string, ttlSeconds int) *EtcdElector {
+	if ttlSeconds <= 0 {
+		ttlSeconds = 15
+	}
+	return &EtcdElector{cli: cli, key: key, id: id, ttl: ttlSeconds}
+}
+
+// ElectionKey is the election prefix under an etcd root prefix. It lies
+// outside every kv partition the sweep lists (repo/, staging/).
+func ElectionKey(root string) string { return trimSlash(root) + "/cleaner_election/" }
+
+func trimSlash(s string) string {
+	for len(s) > 0 && s[len(s)-1] == '/' {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+func (e *EtcdElector) Campaign(ctx context.Context) (context.Context, func(), error) {
+	// The session outlives ctx so that resign can still revoke its lease
+	// (handing over at once instead of after the TTL); resign closes it.
+	s, err := concurrency.NewSession(e.cli, concurrency.WithTTL(e.ttl), concurrency.WithContext(context.WithoutCancel(ctx)))
+	if err != nil {
+		return nil, nil, fmt.Errorf("cleaner: election session: %w", err)
+	}
+	el := concurrency.NewElection(s, e.key)
+	if err := el.Campaign(ctx, e.id); err != nil {
+		_ = s.Close()
+		return nil, nil, fmt.Errorf("cleaner: campaign: %w", err)
+	}
+	lead, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-s.Done(): // lease lost
+		case <-lead.Done():
+		}
+		cancel()
+	}()
+	resign := func() {
+		cancel()
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer rcancel()
+		_ = el.Resign(rctx)
+		_ = s.Close()
+	}
+	return lead, resign, nil
+}
+
+// Run makes a pass every Config.Interval while this process leads, until
+// ctx ends; it returns nil then. Failed passes are logged and counted, and
+// the next one comes at the next interval.
+func (c *Cleaner) Run(ctx context.Context) error {
+	for ctx.Err() == nil {
+		lead, resign := ctx, func() {}
+		if c.cfg.Elector != nil {
+			l, r, err := c.cfg.Elector.Campaign(ctx)
+			if err != nil {
+				if ctx.Err() != nil {
+					break
+				}
+				c.log.Warn("cleaner: election failed; retrying", zap.Error(err))
+				if !sleep(ctx, min(c.cfg.Interval, 5*time.Second)) {
+					break
+				}
+				continue
+			}
+			lead, resign = l, r
+			c.log.Info("cleaner: leading")
+		}
+		leader.Set(1)
+		c.lead(lead)
+		leader.Set(0)
+		resign()
+		if c.cfg.Elector != nil && ctx.Err() == nil {
+			c.log.Warn("cleaner: lost leadership")
+		}
+	}
+	return nil
+}
+
+// lead runs passes until lead ends.
+func (c *Cleaner) lead(lead context.Context) {
+	for {
+		_, _ = c.RunOnce(lead) // logged and counted by RunOnce
+		if !sleep(lead, c.cfg.Interval) {
+			return
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

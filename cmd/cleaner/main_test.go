@@ -1,0 +1,182 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"graveler/cleaner"
+	"graveler/etcdkv"
+	"graveler/etcdkv/etcdkvtest"
+	"graveler/graveler"
+	"graveler/graveler/ref"
+	"graveler/keys"
+)
+
+func noEnv(string) string { return "" }
+
+func TestHelpListsFlags(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run(t.Context(), []string{"--help"}, noEnv, &out, &errOut); code != 0 {
+		t.Fatalf("--help: exit %d\n%s", code, errOut.String())
+	}
+	for _, f := range []string{"once", "interval", "etcd-endpoints", "etcd-prefix", "etcd-ca", "etcd-cert", "etcd-key",
+		"etcd-username", "etcd-password", "max-keys", "timeout", "sweep", "sweep-grace", "dry-run", "metrics-addr"} {
+		if !strings.Contains(errOut.String(), "  -"+f+" ") && !strings.Contains(errOut.String(), "  -"+f+"\n") {
+			t.Errorf("--help does not list -%s", f)
+		}
+	}
+	// The CronJob's arguments parse before --help.
+	args := []string{"--once", "--etcd-endpoints=http://etcd:2379", "--etcd-prefix=/graveler", "--max-keys=10000", "--timeout=10m", "--sweep", "--dry-run", "--help"}
+	if code := run(t.Context(), args, noEnv, &out, &errOut); code != 0 {
+		t.Fatalf("CronJob arguments with --help: exit %d\n%s", code, errOut.String())
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--no-such-flag"},
+		{"--once"}, // no endpoints
+		{"--once", "--etcd-endpoints=x", "--max-keys=many"},
+		{"--once", "--etcd-endpoints=x", "--timeout=-1s"},
+		{"--once", "--etcd-endpoints=x", "--etcd-prefix=graveler"},
+		{"--once", "--etcd-endpoints=x", "--etcd-cert=c"},
+		{"--once", "--etcd-endpoints=x", "extra"},
+	} {
+		var out, errOut bytes.Buffer
+		if code := run(t.Context(), args, noEnv, &out, &errOut); code != 2 {
+			t.Errorf("%v: exit %d, want 2\n%s", args, code, errOut.String())
+		}
+	}
+	// A bad environment variable too.
+	env := func(k string) string {
+		if k == "GRAVELER_MAX_KEYS" {
+			return "lots"
+		}
+		return ""
+	}
+	var out, errOut bytes.Buffer
+	if code := run(t.Context(), []string{"--once"}, env, &out, &errOut); code != 2 {
+		t.Errorf("bad GRAVELER_MAX_KEYS: exit %d", code)
+	}
+}
+
+// TestOnce: against an embedded etcd, --once reclaims a deleted
+// repository, prints the summary and exits 0; endpoints and prefix come
+// from the environment.
+func TestOnce(t *testing.T) {
+	srv := etcdkvtest.NewServer(t)
+	const prefix = "/tenant"
+	store := etcdkvtest.NewStoreOn(t, srv, etcdkv.Config{Prefix: prefix})
+	ctx := t.Context()
+	m := ref.New(store, ref.Config{})
+	params := graveler.Repository{StorageNamespace: "mem://ns", DefaultBranchID: "main"}
+	rec, err := m.CreateRepository(ctx, "doomed", params, graveler.Commit{Committer: "t", Message: "init"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := m.GetBranch(ctx, rec, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Set(ctx, keys.StagingPartition(string(b.StagingToken)), keys.Entry([]byte("k")), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.DeleteRepository(ctx, "doomed"); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{
+		"GRAVELER_ETCD_ENDPOINTS": strings.Join(srv.Endpoints(), ","),
+		"GRAVELER_ETCD_PREFIX":    prefix,
+	}
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"--once", "--sweep"}, func(k string) string { return env[k] }, &out, &errOut); code != 0 {
+		t.Fatalf("--once: exit %d\nstdout: %s\nstderr: %s", code, out.String(), errOut.String())
+	}
+	var sum cleaner.Summary
+	if err := json.Unmarshal(out.Bytes(), &sum); err != nil {
+		t.Fatalf("summary %q: %v", out.String(), err)
+	}
+	if sum.RepositoriesReclaimed != 1 || sum.KeysReclaimed < 3 || sum.Errors != 0 {
+		t.Fatalf("summary %+v", sum)
+	}
+	resp, err := srv.Client.Get(ctx, prefix+"/", clientPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Count != 0 {
+		t.Fatalf("%d keys left under %s", resp.Count, prefix)
+	}
+}
+
+func clientPrefix() clientv3.OpOption { return clientv3.WithPrefix() }
+
+// TestDaemon: without --once the cleaner elects itself, makes passes until
+// the work list is empty, serves metrics, and exits 0 when stopped.
+func TestDaemon(t *testing.T) {
+	srv := etcdkvtest.NewServer(t)
+	store := etcdkvtest.NewStoreOn(t, srv, etcdkv.Config{})
+	ctx := t.Context()
+	if err := store.Set(ctx, keys.StagingPartition("rep.tok"), keys.Entry([]byte("k")), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Set(ctx, keys.Deleted(), keys.DeletedToken("rep.tok"), []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan int, 1)
+	var out, errOut syncBuffer
+	go func() {
+		done <- run(runCtx, []string{"--etcd-endpoints=" + strings.Join(srv.Endpoints(), ","), "--interval=5ms",
+			"--metrics-addr=127.0.0.1:0", "--election-ttl=5"}, noEnv, &out, &errOut)
+	}()
+	// Wait for the work list to drain (a watch, not a timer).
+	w := srv.Client.Watch(ctx, etcdkv.DefaultPrefix+"/"+keys.PartitionDeleted+"/", clientPrefix())
+	for {
+		resp, err := srv.Client.Get(ctx, etcdkv.DefaultPrefix+"/"+keys.PartitionDeleted+"/", clientPrefix())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Count == 0 {
+			break
+		}
+		select {
+		case <-w:
+		case code := <-done:
+			t.Fatalf("daemon exited early with %d\n%s", code, errOut.String())
+		}
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("daemon exit %d\n%s", code, errOut.String())
+	}
+	for _, want := range []string{"serving metrics", "daemon started", "leading", "cleaner: run "} {
+		if !strings.Contains(errOut.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, errOut.String())
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer goroutine and a reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

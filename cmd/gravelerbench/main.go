@@ -1,0 +1,206 @@
+// Command gravelerbench drives a gravelerd over gRPC with a configurable
+// load and prints throughput and latency percentiles (p50/p90/p99/max) per
+// operation. In the same run it applies the same write (or read) load as
+// plain etcd puts (or gets) against the same etcd and prints the ratio, so
+// figures are comparable across machines.
+//
+//	gravelerbench --embedded --scenario staged-writes --writers 1,16,64 --duration 10s
+//	gravelerbench --server 127.0.0.1:7070 --etcd http://127.0.0.1:2379 --scenario reads
+//
+// Scenarios: staged-writes, reads, long-commit, small-commits-one-branch,
+// small-commits-many-branches, commit-sizes. --embedded starts an embedded
+// etcd and an in-process gravelerd on loopback, so one command measures
+// everything with no setup. Lines starting with RATIO and COMMIT are the
+// figures to quote.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+type config struct {
+	server       string
+	etcd         string
+	embedded     bool
+	noFsync      bool
+	baselineOnly bool
+	writers      []int
+	readers      int
+	committers   int
+	keySize      int
+	valueSize    int
+	duration     time.Duration
+	scenario     string
+	preload      int
+	stage        int
+	sizes        []int
+	conns        int
+	cpuProfile   string
+}
+
+var scenarios = []string{"staged-writes", "reads", "long-commit", "small-commits-one-branch", "small-commits-many-branches", "commit-sizes"}
+
+func intList(s string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("%q is not a list of positive integers", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func parseFlags(args []string, stderr io.Writer) (*config, error) {
+	fs := flag.NewFlagSet("gravelerbench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c := &config{}
+	var writers, sizes string
+	fs.StringVar(&c.server, "server", "", "gravelerd gRPC address (host:port)")
+	fs.StringVar(&c.etcd, "etcd", "", "comma-separated etcd endpoints for the raw-etcd baseline (the cluster gravelerd uses)")
+	fs.BoolVar(&c.embedded, "embedded", false, "start an embedded etcd and an in-process gravelerd on loopback")
+	fs.BoolVar(&c.noFsync, "embedded-unsafe-no-fsync", false, "embedded etcd skips fsync (both sides of a ratio alike)")
+	fs.BoolVar(&c.baselineOnly, "baseline-only", false, "measure raw etcd only")
+	fs.StringVar(&writers, "writers", "16", "concurrent writers; a comma-separated list runs the scenario once per count")
+	fs.IntVar(&c.readers, "readers", 16, "concurrent readers")
+	fs.IntVar(&c.committers, "committers", 4, "concurrent committers (small-commits scenarios)")
+	fs.IntVar(&c.keySize, "key-size", 32, "key size in bytes")
+	fs.IntVar(&c.valueSize, "value-size", 128, "value data size in bytes (plus a 16-byte identity)")
+	fs.DurationVar(&c.duration, "duration", 10*time.Second, "measurement time per phase")
+	fs.StringVar(&c.scenario, "scenario", "staged-writes", strings.Join(scenarios, " | "))
+	fs.IntVar(&c.preload, "preload", 10000, "entries loaded before the reads scenario")
+	fs.IntVar(&c.stage, "stage", 200000, "entries staged before the long commit")
+	fs.StringVar(&sizes, "sizes", "1000,10000,100000", "staged entries per commit (commit-sizes)")
+	fs.IntVar(&c.conns, "conns", 4, "gRPC / etcd client connections per side")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured run (with --embedded: etcd and gravelerd included) to this file")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	var errs []error
+	var err error
+	if c.writers, err = intList(writers); err != nil {
+		errs = append(errs, fmt.Errorf("--writers: %w", err))
+	}
+	if c.sizes, err = intList(sizes); err != nil {
+		errs = append(errs, fmt.Errorf("--sizes: %w", err))
+	}
+	if !strings.Contains(" "+strings.Join(scenarios, " ")+" ", " "+c.scenario+" ") {
+		errs = append(errs, fmt.Errorf("--scenario %q: want one of %s", c.scenario, strings.Join(scenarios, ", ")))
+	}
+	if !c.embedded && c.server == "" && !c.baselineOnly {
+		errs = append(errs, errors.New("--server or --embedded is required (or --baseline-only with --etcd)"))
+	}
+	if !c.embedded && c.baselineOnly && c.etcd == "" {
+		errs = append(errs, errors.New("--baseline-only needs --etcd or --embedded"))
+	}
+	if c.readers <= 0 || c.committers <= 0 || c.keySize <= 0 || c.valueSize < 0 || c.duration <= 0 || c.preload <= 0 || c.stage <= 0 || c.conns <= 0 {
+		errs = append(errs, errors.New("counts, sizes and --duration must be positive"))
+	}
+	return c, errors.Join(errs...)
+}
+
+func run(ctx context.Context, c *config, out io.Writer) error {
+	endpoints := []string{}
+	if c.etcd != "" {
+		endpoints = strings.Split(c.etcd, ",")
+	}
+	addr := c.server
+	if c.embedded {
+		s, err := startEmbedded(ctx, c.noFsync, !c.baselineOnly, zap.NewNop())
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		endpoints, addr = s.endpoints, s.addr
+		if c.baselineOnly {
+			fmt.Fprintf(out, "embedded etcd %v (fsync=%v), no gravelerd (baseline only)\n", endpoints, !c.noFsync)
+		} else {
+			fmt.Fprintf(out, "embedded etcd %v (fsync=%v), in-process gravelerd %s\n", endpoints, !c.noFsync, addr)
+		}
+	}
+	b := &bench{
+		out: out, w: workload{KeySize: c.keySize, ValueSize: c.valueSize},
+		writers: c.writers, readers: c.readers, committers: c.committers, duration: c.duration,
+		preload: c.preload, stage: c.stage, sizes: c.sizes,
+		runID: strconv.FormatInt(time.Now().Unix()%100000000, 36),
+	}
+	if !c.baselineOnly {
+		g, err := dialGraveler(ctx, addr, c.conns)
+		if err != nil {
+			return err
+		}
+		defer g.Close()
+		b.g = g
+	}
+	if len(endpoints) > 0 {
+		r, err := dialEtcd(endpoints, c.conns)
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_ = r.cleanup(cctx)
+		}()
+		b.raw = r
+	}
+	fmt.Fprintf(out, "scenario=%s writers=%v readers=%d committers=%d key-size=%d value-size=%d duration=%s preload=%d stage=%d sizes=%v\n",
+		c.scenario, c.writers, c.readers, c.committers, c.keySize, c.valueSize, c.duration, c.preload, c.stage, c.sizes)
+	if c.cpuProfile != "" {
+		f, err := os.Create(c.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	switch c.scenario {
+	case "staged-writes":
+		return b.stagedWrites(ctx)
+	case "reads":
+		return b.reads(ctx)
+	case "long-commit":
+		return b.longCommit(ctx)
+	case "small-commits-one-branch":
+		return b.smallCommits(ctx, false)
+	case "small-commits-many-branches":
+		return b.smallCommits(ctx, true)
+	case "commit-sizes":
+		return b.commitSizes(ctx)
+	}
+	return fmt.Errorf("unknown scenario %q", c.scenario)
+}
+
+func main() {
+	c, err := parseFlags(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gravelerbench:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, c, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "gravelerbench:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestPercentileNearestRank(t *testing.T) {
+	var d []time.Duration
+	for i := 1; i <= 100; i++ {
+		d = append(d, time.Duration(i)*time.Millisecond)
+	}
+	for _, c := range []struct {
+		p    float64
+		want time.Duration
+	}{{50, 50 * time.Millisecond}, {90, 90 * time.Millisecond}, {99, 99 * time.Millisecond}, {100, 100 * time.Millisecond}, {0.5, time.Millisecond}} {
+		if got := percentile(d, c.p); got != c.want {
+			t.Errorf("p%v = %v, want %v", c.p, got, c.want)
+		}
+	}
+	if got := percentile(nil, 50); got != 0 {
+		t.Errorf("p50 of nothing = %v", got)
+	}
+	if got := percentile(d[:1], 99); got != time.Millisecond {
+		t.Errorf("p99 of one sample = %v", got)
+	}
+}
+
+func TestSummarizeMergesWorkers(t *testing.T) {
+	a, b := newRecorder(), newRecorder()
+	for i := range 10 {
+		a.observe("put", time.Duration(i+1)*time.Millisecond, nil)
+		b.observe("put", time.Duration(i+11)*time.Millisecond, nil)
+	}
+	b.observe("put", time.Second, errors.New("boom"))
+	b.observe("get", time.Second, errors.New("boom"))
+	stats := summarize(2*time.Second, a, b)
+	put, ok := find(stats, "put")
+	if !ok || put.Count != 20 || put.ErrorCount() != 1 || put.Max != 20*time.Millisecond || put.P50 != 10*time.Millisecond {
+		t.Fatalf("put stats %+v", put)
+	}
+	if put.Throughput() != 10 {
+		t.Fatalf("throughput %v, want 10/s", put.Throughput())
+	}
+	get, ok := find(stats, "get")
+	if !ok || get.Count != 0 || get.Errors["other"] != 1 {
+		t.Fatalf("get stats %+v", get)
+	}
+}
+
+func TestKeysAreUniqueAndSized(t *testing.T) {
+	w := workload{KeySize: 40}
+	seen := map[string]bool{}
+	for worker := range 3 {
+		for seq := range 100 {
+			k := string(w.key("p", worker, seq))
+			if len(k) != 40 || seen[k] {
+				t.Fatalf("key %q: length %d, duplicate %v", k, len(k), seen[k])
+			}
+			seen[k] = true
+		}
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	c, err := parseFlags([]string{"--embedded", "--writers", "1,16,64", "--scenario", "reads"}, io.Discard)
+	if err != nil || len(c.writers) != 3 || c.writers[2] != 64 || c.scenario != "reads" {
+		t.Fatalf("parse: %+v, %v", c, err)
+	}
+	for _, args := range [][]string{
+		{"--embedded", "--scenario", "nope"},
+		{"--embedded", "--writers", "1,x"},
+		{"--scenario", "reads"},
+		{"--baseline-only"},
+		{"--embedded", "--duration", "0s"},
+	} {
+		if _, err := parseFlags(args, io.Discard); err == nil {
+			t.Errorf("%v: accepted", args)
+		}
+	}
+}
+
+// TestBaselineAgainstEmbeddedEtcd runs the raw-etcd half end to end on a
+// real embedded etcd and checks it reports the figures it promises.
+func TestBaselineAgainstEmbeddedEtcd(t *testing.T) {
+	var out bytes.Buffer
+	c, err := parseFlags([]string{"--embedded", "--embedded-unsafe-no-fsync", "--baseline-only", "--writers", "1,4",
+		"--duration", "300ms", "--scenario", "staged-writes"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := run(context.Background(), c, &out); err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	s := out.String()
+	re := regexp.MustCompile(`(?m)^\s*etcd\.put\s+(\d+)\s+0\s+\d+\s+\S+\s+\S+\s+\S+\s+\S+\s*$`)
+	m := re.FindAllStringSubmatch(s, -1)
+	if len(m) != 2 {
+		t.Fatalf("want two etcd.put rows (1 and 4 writers), got %d:\n%s", len(m), s)
+	}
+	for _, row := range m {
+		if row[1] == "0" {
+			t.Fatalf("no successful puts:\n%s", s)
+		}
+	}
+	if !strings.Contains(s, "raw etcd, 4 writers") {
+		t.Fatalf("missing the 4-writer run:\n%s", s)
+	}
+}
+
+// --cpuprofile writes a profile of the run.
+func TestCPUProfile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cpu.prof")
+	c, err := parseFlags([]string{"--embedded", "--embedded-unsafe-no-fsync", "--baseline-only", "--writers", "2",
+		"--duration", "200ms", "--cpuprofile", path}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := run(context.Background(), c, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
+		t.Fatalf("profile %s: %v, %v", path, fi, err)
+	}
+}

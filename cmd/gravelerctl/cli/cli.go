@@ -1,0 +1,266 @@
+package cli
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"graveler/client"
+)
+
+// Streams are the command's standard streams.
+type Streams struct {
+	In  io.Reader
+	Out io.Writer
+	Err io.Writer
+}
+
+// Exit codes (see the package doc).
+const (
+	ExitOK                 = 0
+	ExitError              = 1
+	ExitUsage              = 2
+	ExitNotFound           = 3
+	ExitAlreadyExists      = 4
+	ExitAborted            = 5
+	ExitFailedPrecondition = 6
+	ExitUnavailable        = 7
+	ExitUnauthenticated    = 8
+)
+
+// errUsage marks command-line mistakes.
+var errUsage = errors.New("usage")
+
+func usagef(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{errUsage}, args...)...)
+}
+
+// ExitCode classifies err.
+func ExitCode(err error) int {
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.Is(err, errUsage), errors.Is(err, client.ErrInvalidArgument):
+		return ExitUsage
+	case errors.Is(err, client.ErrNotFound):
+		return ExitNotFound
+	case errors.Is(err, client.ErrAlreadyExists):
+		return ExitAlreadyExists
+	case errors.Is(err, client.ErrAborted):
+		return ExitAborted
+	case errors.Is(err, client.ErrFailedPrecondition):
+		return ExitFailedPrecondition
+	case errors.Is(err, client.ErrUnavailable), errors.Is(err, client.ErrDeadlineExceeded),
+		errors.Is(err, client.ErrResourceExhausted):
+		return ExitUnavailable
+	case errors.Is(err, client.ErrUnauthenticated), errors.Is(err, client.ErrPermissionDenied):
+		return ExitUnauthenticated
+	}
+	return ExitError
+}
+
+// app is the state shared by the commands of one invocation.
+type app struct {
+	streams  Streams
+	server   string
+	token    string
+	useTLS   bool
+	tlsCA    string
+	tlsCert  string
+	tlsKey   string
+	insecure bool
+	timeout  time.Duration
+	output   string
+	progress bool
+	cl       *client.Client
+}
+
+func envOr(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok {
+		return v
+	}
+	return def
+}
+
+// Main runs gravelerctl with args and returns the exit code.
+func Main(ctx context.Context, args []string, s Streams) int {
+	a := &app{streams: s}
+	root := a.root()
+	root.SetArgs(args)
+	root.SetIn(s.In)
+	root.SetOut(s.Out)
+	root.SetErr(s.Err)
+	err := root.ExecuteContext(ctx)
+	if a.cl != nil {
+		_ = a.cl.Close()
+	}
+	if err != nil {
+		fmt.Fprintln(s.Err, "gravelerctl:", describe(err))
+	}
+	return ExitCode(err)
+}
+
+// describe adds the ErrorInfo metadata a person needs (e.g. the
+// conflicting keys of a merge) to an error.
+func describe(err error) string {
+	e, ok := errors.AsType[*client.Error](err)
+	if !ok {
+		return err.Error()
+	}
+	msg := e.Error()
+	if keys := e.Metadata["conflictingKeys"]; keys != "" {
+		msg += "\n  conflicting keys: " + keys + " (" + e.Metadata["conflictCount"] + " in all)"
+	}
+	if id := e.Metadata["requestId"]; id != "" {
+		msg += "\n  request id: " + id
+	}
+	return msg
+}
+
+func (a *app) root() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "gravelerctl",
+		Short:         "Command-line client of gravelerd",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usagef("%v", err) })
+	timeout, _ := time.ParseDuration(envOr("GRAVELER_TIMEOUT", "30s"))
+	insecure, _ := strconv.ParseBool(envOr("GRAVELER_INSECURE", "false"))
+	f := root.PersistentFlags()
+	f.StringVar(&a.server, "server", envOr("GRAVELER_SERVER", "127.0.0.1:7070"), "server address host:port [GRAVELER_SERVER]")
+	f.StringVar(&a.token, "token", envOr("GRAVELER_TOKEN", ""), "bearer token [GRAVELER_TOKEN]")
+	f.BoolVar(&a.useTLS, "tls", false, "use TLS with the system roots")
+	f.StringVar(&a.tlsCA, "tls-ca", envOr("GRAVELER_TLS_CA", ""), "CA certificate file; implies --tls [GRAVELER_TLS_CA]")
+	f.StringVar(&a.tlsCert, "tls-cert", envOr("GRAVELER_TLS_CERT", ""), "client certificate file for mTLS [GRAVELER_TLS_CERT]")
+	f.StringVar(&a.tlsKey, "tls-key", envOr("GRAVELER_TLS_KEY", ""), "client key file for mTLS [GRAVELER_TLS_KEY]")
+	f.BoolVar(&a.insecure, "insecure", insecure, "TLS without verifying the server certificate [GRAVELER_INSECURE]")
+	f.DurationVar(&a.timeout, "timeout", timeout, "per-call timeout [GRAVELER_TIMEOUT]")
+	f.StringVarP(&a.output, "output", "o", "human", "output format: human or json")
+	f.BoolVar(&a.progress, "progress", isTerminal(a.streams.Err), "show progress on stderr for long operations")
+	root.PersistentPreRunE = func(c *cobra.Command, args []string) error {
+		if a.output != "human" && a.output != "json" {
+			return usagef("--output must be human or json, not %q", a.output)
+		}
+		return nil
+	}
+	root.AddCommand(a.repoCmd(), a.branchCmd(), a.tagCmd(), a.commitCmd(), a.showCmd(), a.logCmd(),
+		a.commitsCmd(), a.getCmd(), a.putCmd(), a.putBulkCmd(), a.rmCmd(), a.lsCmd(), a.diffCmd(),
+		a.statusCmd(), a.mergeCmd(), a.revertCmd(), a.cherryPickCmd(), a.resetCmd(), a.resetHardCmd(),
+		a.dumpCmd(), a.restoreCmd(), a.healthCmd())
+	return root
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// connect dials the server once per invocation.
+func (a *app) connect(ctx context.Context) (*client.Client, error) {
+	if a.cl != nil {
+		return a.cl, nil
+	}
+	opts := []client.Option{client.WithTimeout(a.timeout)}
+	if a.token != "" {
+		opts = append(opts, client.WithToken(a.token))
+	}
+	if a.useTLS || a.tlsCA != "" || a.tlsCert != "" || a.insecure {
+		if a.insecure {
+			opts = append(opts, client.WithTLS(&tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12})) //nolint:gosec // asked for
+		} else {
+			opts = append(opts, client.WithTLSFiles(a.tlsCA, a.tlsCert, a.tlsKey))
+		}
+	}
+	dctx, cancel := context.WithTimeout(ctx, a.timeout)
+	defer cancel()
+	cl, err := client.Dial(dctx, a.server, opts...)
+	if err != nil {
+		return nil, err
+	}
+	a.cl = cl
+	return cl, nil
+}
+
+// run wraps a command body that needs a client.
+func (a *app) run(f func(ctx context.Context, cl *client.Client, args []string) error) func(*cobra.Command, []string) error {
+	return func(c *cobra.Command, args []string) error {
+		cl, err := a.connect(c.Context())
+		if err != nil {
+			return err
+		}
+		return f(c.Context(), cl, args)
+	}
+}
+
+var jsonOpts = protojson.MarshalOptions{UseProtoNames: true}
+
+// emit prints one message: as JSON with -o json, else with human.
+func (a *app) emit(m proto.Message, human func(w io.Writer)) error {
+	if a.output == "json" {
+		b, err := jsonOpts.Marshal(m)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(a.streams.Out, string(b))
+		return err
+	}
+	if human != nil {
+		human(a.streams.Out)
+	}
+	return nil
+}
+
+func nargs(n int, names string) cobra.PositionalArgs {
+	return func(c *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usagef("%s takes %d argument(s): %s", c.CommandPath(), n, names)
+		}
+		return nil
+	}
+}
+
+func parseMeta(kvs []string) (map[string]string, error) {
+	if len(kvs) == 0 {
+		return nil, nil
+	}
+	m := map[string]string{}
+	for _, s := range kvs {
+		k, v, ok := strings.Cut(s, "=")
+		if !ok || k == "" {
+			return nil, usagef("--meta %q: want key=value", s)
+		}
+		m[k] = v
+	}
+	return m, nil
+}
+
+// commitFlags are the flags of every command that makes a commit.
+type commitFlags struct {
+	message    string
+	committer  string
+	meta       []string
+	allowEmpty bool
+}
+
+func (cf *commitFlags) add(f *pflag.FlagSet, defMessage string) {
+	f.StringVarP(&cf.message, "message", "m", defMessage, "commit message")
+	f.StringVar(&cf.committer, "committer", envOr("USER", "gravelerctl"), "committer")
+	f.StringArrayVar(&cf.meta, "meta", nil, "metadata key=value (repeatable)")
+	f.BoolVar(&cf.allowEmpty, "allow-empty", false, "allow a commit with no changes")
+}

@@ -1,0 +1,105 @@
+// Command gravelerd is the Graveler gRPC server. With no flags it starts an
+// embedded etcd and a file:// blob store under ./graveler-data and listens
+// on 127.0.0.1:7070. Every flag has a GRAVELER_* environment variable
+// (flag --etcd-endpoints: GRAVELER_ETCD_ENDPOINTS); a flag given on the
+// command line wins over its variable. SIGINT/SIGTERM shut down gracefully.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"graveler/graveler"
+	"graveler/server/daemon"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func envName(flagName string) string {
+	return "GRAVELER_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// parse reads flags, with GRAVELER_* environment variables as defaults.
+func parse(args []string, getenv func(string) string) (daemon.Config, error) {
+	var c daemon.Config
+	fs := flag.NewFlagSet("gravelerd", flag.ContinueOnError)
+	var endpoints string
+	var dialTimeout, shutdown time.Duration
+	var cacheSize int64
+	fs.StringVar(&c.ListenAddr, "listen", daemon.DefaultListenAddr, "gRPC listen address")
+	fs.StringVar(&c.DataDir, "data-dir", daemon.DefaultDataDir, "data directory (embedded etcd, file blob store, range cache)")
+	fs.StringVar(&endpoints, "etcd-endpoints", "", "comma-separated etcd endpoints (empty: embedded etcd under the data dir)")
+	fs.StringVar(&c.Etcd.CAFile, "etcd-ca", "", "etcd CA certificate file")
+	fs.StringVar(&c.Etcd.CertFile, "etcd-cert", "", "etcd client certificate file")
+	fs.StringVar(&c.Etcd.KeyFile, "etcd-key", "", "etcd client key file")
+	fs.StringVar(&c.Etcd.Username, "etcd-username", "", "etcd username")
+	fs.StringVar(&c.Etcd.Password, "etcd-password", "", "etcd password (prefer the environment variable)")
+	fs.StringVar(&c.Etcd.Prefix, "etcd-prefix", daemon.DefaultEtcdPrefix, "root prefix of every key in etcd")
+	fs.DurationVar(&dialTimeout, "etcd-dial-timeout", 5*time.Second, "etcd dial timeout")
+	fs.StringVar(&c.StorageNamespaceRoot, "storage-namespace-root", "", "default blob store root for new repositories (default file://<data-dir>/blobs)")
+	fs.StringVar(&c.RangeCacheDir, "range-cache-dir", "", "range cache directory (default <data-dir>/cache)")
+	fs.Int64Var(&cacheSize, "range-cache-size", daemon.DefaultRangeCacheSize, "range cache size in bytes")
+	fs.StringVar(&c.TLSCertFile, "tls-cert", "", "TLS certificate file for the gRPC listener")
+	fs.StringVar(&c.TLSKeyFile, "tls-key", "", "TLS key file for the gRPC listener")
+	fs.StringVar(&c.TLSClientCAFile, "tls-client-ca", "", "CA file to require and verify client certificates (mTLS)")
+	fs.StringVar(&c.TokensFile, "tokens-file", "", "bearer tokens file (one token per line, optional label after a space)")
+	fs.StringVar(&c.MetricsAddr, "metrics-listen", "", "address serving /metrics and /debug/pprof (empty: off)")
+	fs.DurationVar(&c.DefaultCallTimeout, "default-call-timeout", 0, "bound on unary calls that arrive without a deadline (0: none)")
+	fs.DurationVar(&shutdown, "shutdown-timeout", 30*time.Second, "bound on draining in-flight calls at shutdown")
+	fs.DurationVar(&c.BranchCacheTTL, "branch-cache-ttl", graveler.DefaultBranchCacheTTL, "how stale a writer's first branch read may be (negative: no cache)")
+	fs.DurationVar(&c.ReadWindow, "read-window", 0, "amortized branch/repository reads: 0 shares in-flight reads with no added wait, >0 waits that long to batch, <0 off")
+	fs.IntVar(&c.MaxSealedTokens, "max-sealed-tokens", graveler.DefaultMaxSealedTokens, "bound on a branch's sealed staging tokens before a commit absorbs them")
+	// Environment variables become the defaults, so explicit flags win.
+	var envErrs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		if v := getenv(envName(f.Name)); v != "" {
+			if err := f.Value.Set(v); err != nil {
+				envErrs = append(envErrs, fmt.Errorf("%s=%q: %w", envName(f.Name), v, err))
+			}
+		}
+	})
+	if err := errors.Join(envErrs...); err != nil {
+		return c, err
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if endpoints != "" {
+		c.Etcd.Endpoints = strings.Split(endpoints, ",")
+	}
+	c.Etcd.DialTimeout = dialTimeout
+	c.RangeCacheSize = cacheSize
+	c.ShutdownTimeout = shutdown
+	return c, c.Validate()
+}
+
+func run(args []string) int {
+	cfg, err := parse(args, os.Getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gravelerd:", err)
+		return 2
+	}
+	cfg.Ready = func(addr string) { fmt.Printf("gravelerd listening on %s\n", addr) }
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := daemon.Run(ctx, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"graveler/server/daemon"
+)
+
+func TestParseDefaults(t *testing.T) {
+	c, err := parse(nil, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ListenAddr != "127.0.0.1:7070" || len(c.Etcd.Endpoints) != 0 || !strings.HasSuffix(c.DataDir, "graveler-data") ||
+		!strings.HasPrefix(c.StorageNamespaceRoot, "file://") || c.Etcd.Prefix != "/graveler" {
+		t.Fatalf("defaults: %+v", c)
+	}
+}
+
+func TestParseEnvAndFlags(t *testing.T) {
+	env := map[string]string{
+		"GRAVELER_LISTEN":            "127.0.0.1:9999",
+		"GRAVELER_ETCD_ENDPOINTS":    "http://a:2379,http://b:2379",
+		"GRAVELER_ETCD_DIAL_TIMEOUT": "3s",
+	}
+	c, err := parse([]string{"-listen", "127.0.0.1:8888"}, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ListenAddr != "127.0.0.1:8888" {
+		t.Fatalf("flag did not win over env: %s", c.ListenAddr)
+	}
+	if len(c.Etcd.Endpoints) != 2 || c.Etcd.DialTimeout != 3*time.Second {
+		t.Fatalf("env not applied: %+v", c.Etcd)
+	}
+}
+
+func TestParseRejectsBadConfig(t *testing.T) {
+	_, err := parse([]string{"-tls-cert", "/nonexistent/cert.pem", "-listen", "nocolon", "-storage-namespace-root", "ftp://x"},
+		func(string) string { return "" })
+	if !errors.Is(err, daemon.ErrInvalidConfig) {
+		t.Fatalf("got %v", err)
+	}
+	for _, want := range []string{"TLS certificate and key", "listen address", "storage namespace", "/nonexistent/cert.pem"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+	if _, err := parse(nil, func(k string) string {
+		if k == "GRAVELER_ETCD_DIAL_TIMEOUT" {
+			return "soon"
+		}
+		return ""
+	}); err == nil || !strings.Contains(err.Error(), "GRAVELER_ETCD_DIAL_TIMEOUT") {
+		t.Fatalf("bad env value: %v", err)
+	}
+}

@@ -1,0 +1,208 @@
+// Package docs_test keeps the operator documentation honest: every error
+// reason the server can return and every metric the code defines must be
+// documented in operations.md, every metric it documents must exist, and
+// every relative link in docs/ and the README must resolve.
+package docs_test
+
+import (
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"graveler/etcdkv"
+	"graveler/etcdkv/etcdkvtest"
+	"graveler/keys"
+)
+
+const repoRoot = ".."
+
+func read(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+var reasonRE = regexp.MustCompile(`\{[^{}]*, "([A-Z][A-Z_]+)"\}`)
+
+// TestErrorReasonsDocumented checks that every ErrorInfo reason of the
+// server's error mapping has a row in the reasons table.
+func TestErrorReasonsDocumented(t *testing.T) {
+	src := read(t, filepath.Join(repoRoot, "server", "errors.go"))
+	doc := read(t, "operations.md")
+	matches := reasonRE.FindAllStringSubmatch(src, -1)
+	if len(matches) < 20 {
+		t.Fatalf("found only %d reasons in server/errors.go; has the mapping moved?", len(matches))
+	}
+	for _, m := range matches {
+		if !strings.Contains(doc, "`"+m[1]+"`") {
+			t.Errorf("reason %s (server/errors.go) is not documented in operations.md", m[1])
+		}
+	}
+}
+
+var (
+	metricDefRE = regexp.MustCompile(`Name:\s*"(graveler_[a-z0-9_]+)"`)
+	metricDocRE = regexp.MustCompile("`(graveler_[a-z0-9_]+)")
+)
+
+// definedMetrics returns the graveler_ metrics defined in the module's
+// non-test Go files.
+func definedMetrics(t *testing.T) []string {
+	t.Helper()
+	var names []string
+	err := filepath.WalkDir(repoRoot, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		for _, m := range metricDefRE.FindAllStringSubmatch(read(t, path), -1) {
+			if !slices.Contains(names, m[1]) {
+				names = append(names, m[1])
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
+// TestMetricsDocumented checks operations.md against the metrics the code
+// defines, both ways.
+func TestMetricsDocumented(t *testing.T) {
+	defined := definedMetrics(t)
+	if len(defined) == 0 {
+		t.Fatal("no graveler_ metric definitions found")
+	}
+	doc := read(t, "operations.md")
+	for _, name := range defined {
+		if !strings.Contains(doc, "`"+name) {
+			t.Errorf("metric %s is defined but not documented in operations.md", name)
+		}
+	}
+	for _, m := range metricDocRE.FindAllStringSubmatch(doc, -1) {
+		name := m[1]
+		if name == keys.PartitionDeleted {
+			continue // the cleaner's partition, not a metric
+		}
+		if !slices.Contains(defined, name) {
+			t.Errorf("operations.md documents metric %s, which no code defines", name)
+		}
+	}
+}
+
+var linkRE = regexp.MustCompile(`\]\(([^)#\s]+)(#[^)]*)?\)`)
+
+// TestLinks checks the relative links of docs/ and the README.
+func TestLinks(t *testing.T) {
+	files, err := filepath.Glob("*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, filepath.Join(repoRoot, "README.md"))
+	for _, f := range files {
+		for _, m := range linkRE.FindAllStringSubmatch(read(t, f), -1) {
+			target := m[1]
+			if strings.Contains(target, "://") {
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(filepath.Dir(f), target)); err != nil {
+				t.Errorf("%s links to %s: %v", f, target, err)
+			}
+		}
+	}
+}
+
+// TestCLIExamples runs every gravelerctl command line of the docs with
+// --help appended: cobra then checks the command path and the flags (an
+// unknown command or flag exits non-zero) without calling a server.
+func TestCLIExamples(t *testing.T) {
+	var lines [][]string
+	files, err := filepath.Glob("*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		for _, line := range strings.Split(read(t, f), "\n") {
+			line = strings.TrimSpace(line)
+			if strings.HasPrefix(line, "gravelerctl ") && !strings.ContainsAny(line, `"'$|<>`) {
+				lines = append(lines, strings.Fields(line)[1:])
+			}
+		}
+	}
+	if len(lines) < 3 {
+		t.Fatalf("found %d gravelerctl examples; expected the dump/restore ones at least", len(lines))
+	}
+	bin := filepath.Join(t.TempDir(), "gravelerctl")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/gravelerctl")
+	build.Dir = repoRoot
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/gravelerctl: %v\n%s", err, out)
+	}
+	for _, args := range lines {
+		cmd := exec.Command(bin, append(slices.Clone(args), "--help")...)
+		cmd.Env = []string{"HOME=" + t.TempDir()}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("gravelerctl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	// The check can fail: a misspelt flag is rejected.
+	if err := exec.Command(bin, "dump", "sales", "--fil", "x", "--help").Run(); err == nil {
+		t.Errorf("gravelerctl accepted an unknown flag with --help; the examples are not checked")
+	}
+}
+
+// TestLayoutOnEtcd writes one key of every kind in keys.Layout through the
+// etcd store and reads the raw etcd keyspace: each key sits at
+// $ROOT/<partition>/<key>, the path the tree in key-layout.md shows, and
+// nothing else is written.
+func TestLayoutOnEtcd(t *testing.T) {
+	ctx := t.Context()
+	srv := etcdkvtest.NewServer(t)
+	store := etcdkvtest.NewStoreOn(t, srv, etcdkv.Config{})
+	sample := strings.NewReplacer(
+		keys.PlaceholderRepo, "sales",
+		keys.PlaceholderUniqueID, "u1",
+		keys.PlaceholderStagingToken, "tok1",
+		keys.PlaceholderBranch, "main",
+		keys.PlaceholderCommitID, "c0ffee",
+		keys.PlaceholderTag, "v1",
+		keys.PlaceholderEntryKey, "tables/a/part-0",
+	)
+	var want []string
+	for _, k := range keys.Layout() {
+		p, key := sample.Replace(k.Partition), sample.Replace(k.Key)
+		if err := store.Set(ctx, []byte(p), []byte(key), []byte("v")); err != nil {
+			t.Fatalf("set %s %s: %v", p, key, err)
+		}
+		want = append(want, etcdkv.DefaultPrefix+"/"+p+"/"+key)
+	}
+	resp, err := srv.Client.Get(ctx, etcdkv.DefaultPrefix+"/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, kv := range resp.Kvs {
+		got = append(got, string(kv.Key))
+	}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("raw etcd keys:\n%s\nwant (the layout's paths):\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

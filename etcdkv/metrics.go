@@ -1,0 +1,63 @@
+package etcdkv
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"graveler/kv"
+)
+
+var (
+	opsTotal = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "graveler_kv_ops_total",
+		Help: "kv operations on etcd by operation and outcome.",
+	}, []string{"op", "outcome"})
+	opDuration = promauto.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "graveler_kv_op_duration_seconds",
+		Help:    "Duration of kv operations on etcd.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+	}, []string{"op"})
+	settleAttempts = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "graveler_kv_settle_total",
+		Help: "Writes whose outcome was unknown and had to be settled by re-sending.",
+	})
+	ambiguousWrites = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "graveler_kv_ambiguous_total",
+		Help: "Writes returned to the caller as ambiguous (settling failed).",
+	})
+	scanRestarts = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "graveler_kv_scan_restarts_total",
+		Help: "Scans resumed at the current revision because their pinned revision was compacted.",
+	})
+	keysDropped = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "graveler_kv_partition_keys_dropped_total",
+		Help: "Keys deleted by partition drops.",
+	})
+)
+
+func outcome(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, kv.ErrNotFound):
+		return "not_found"
+	case errors.Is(err, kv.ErrPredicateFailed):
+		return "predicate_failed"
+	case errors.Is(err, kv.ErrAmbiguous):
+		return "ambiguous"
+	case errors.Is(err, kv.ErrUnavailable):
+		return "unavailable"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return "canceled"
+	}
+	return "error"
+}
+
+func observe(op string, start time.Time, err error) {
+	opsTotal.WithLabelValues(op, outcome(err)).Inc()
+	opDuration.WithLabelValues(op).Observe(time.Since(start).Seconds())
+}

@@ -1,0 +1,429 @@
+package etcdkv
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"graveler/kv"
+)
+
+// DefaultPrefix is the root under which every partition lives.
+const DefaultPrefix = "/graveler"
+
+// TLSConfig names PEM files for the client's TLS.
+type TLSConfig struct {
+	CAFile   string
+	CertFile string
+	KeyFile  string
+}
+
+func (t TLSConfig) enabled() bool { return t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" }
+
+// Config configures a Store.
+type Config struct {
+	Endpoints   []string
+	DialTimeout time.Duration // default 5s
+	Username    string
+	Password    string
+	TLS         TLSConfig
+	// Prefix is the root of every key (default DefaultPrefix).
+	Prefix string
+	// Limits bound keys and values (default kv.DefaultLimits).
+	Limits kv.Limits
+	// ScanPageSize is the page size of the paged fallback scan (default 1000).
+	ScanPageSize int
+	// SettleAttempts bounds the re-sends that settle an ambiguous write (default 5).
+	SettleAttempts int
+	// SettleTimeout bounds each settling attempt (default 2s).
+	SettleTimeout time.Duration
+	Logger        *zap.Logger
+}
+
+func (c *Config) defaults() error {
+	if c.DialTimeout == 0 {
+		c.DialTimeout = 5 * time.Second
+	}
+	if c.Prefix == "" {
+		c.Prefix = DefaultPrefix
+	}
+	c.Prefix = strings.TrimRight(c.Prefix, "/")
+	if c.Prefix == "" || !strings.HasPrefix(c.Prefix, "/") {
+		return fmt.Errorf("etcdkv: prefix %q must start with '/' and not be just '/'", c.Prefix)
+	}
+	if c.Limits == (kv.Limits{}) {
+		c.Limits = kv.DefaultLimits
+	}
+	if c.ScanPageSize <= 0 {
+		c.ScanPageSize = 1000
+	}
+	if c.SettleAttempts <= 0 {
+		c.SettleAttempts = 5
+	}
+	if c.SettleTimeout <= 0 {
+		c.SettleTimeout = 2 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	return nil
+}
+
+// Store is kv.Store on etcd.
+type Store struct {
+	cli     *clientv3.Client
+	ownsCli bool
+	cfg     Config
+	closed  atomic.Bool
+	// noStream is set once a server answers RangeStream with Unimplemented.
+	noStream atomic.Bool
+}
+
+var (
+	_ kv.Store            = (*Store)(nil)
+	_ kv.PartitionDropper = (*Store)(nil)
+)
+
+// New dials etcd and returns a Store that owns the client.
+func New(ctx context.Context, cfg Config) (*Store, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	if len(cfg.Endpoints) == 0 {
+		return nil, errors.New("etcdkv: no endpoints")
+	}
+	cc := clientv3.Config{
+		Endpoints:   cfg.Endpoints,
+		DialTimeout: cfg.DialTimeout,
+		Username:    cfg.Username,
+		Password:    cfg.Password,
+		Context:     ctx,
+		Logger:      cfg.Logger.Named("etcd-client"),
+		// A request larger than the server accepts fails clearly on our side.
+		MaxCallSendMsgSize: 2 << 20,
+		MaxCallRecvMsgSize: 64 << 20,
+	}
+	if cfg.TLS.enabled() {
+		info := transport.TLSInfo{TrustedCAFile: cfg.TLS.CAFile, CertFile: cfg.TLS.CertFile, KeyFile: cfg.TLS.KeyFile}
+		tc, err := info.ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("etcdkv: tls: %w", err)
+		}
+		tc.MinVersion = tls.VersionTLS12
+		cc.TLS = tc
+	}
+	cli, err := clientv3.New(cc)
+	if err != nil {
+		return nil, fmt.Errorf("etcdkv: dial %v: %w", cfg.Endpoints, err)
+	}
+	s := &Store{cli: cli, ownsCli: true, cfg: cfg}
+	return s, nil
+}
+
+// NewFromClient returns a Store on an existing client; Close leaves the client open.
+func NewFromClient(cli *clientv3.Client, cfg Config) (*Store, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	return &Store{cli: cli, cfg: cfg}, nil
+}
+
+// Client returns the underlying etcd client (for health checks and
+// leader election, which need more than kv.Store).
+func (s *Store) Client() *clientv3.Client { return s.cli }
+
+// Prefix returns the root prefix, without a trailing '/'.
+func (s *Store) Prefix() string { return s.cfg.Prefix }
+
+// Ping checks that the cluster answers a linearizable read.
+func (s *Store) Ping(ctx context.Context) error {
+	_, err := s.cli.Get(ctx, s.cfg.Prefix+"/", clientv3.WithCountOnly())
+	if err != nil {
+		return readErr(ctx, "ping", err)
+	}
+	return nil
+}
+
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	if s.ownsCli {
+		return s.cli.Close()
+	}
+	return nil
+}
+
+// partitionPrefix is <root>/<partition>/.
+func (s *Store) partitionPrefix(partition []byte) string {
+	return s.cfg.Prefix + "/" + string(partition) + "/"
+}
+
+func (s *Store) etcdKey(partition, key []byte) string {
+	return s.partitionPrefix(partition) + string(key)
+}
+
+func (s *Store) checkOpen() error {
+	if s.closed.Load() {
+		return kv.ErrClosed
+	}
+	return nil
+}
+
+func (s *Store) Get(ctx context.Context, partition, key []byte) ([]byte, kv.Predicate, error) {
+	start := time.Now()
+	v, p, err := s.get(ctx, partition, key)
+	observe("get", start, err)
+	return v, p, err
+}
+
+func (s *Store) get(ctx context.Context, partition, key []byte) ([]byte, kv.Predicate, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, kv.Absent, err
+	}
+	if err := s.cfg.Limits.CheckKey(partition, key); err != nil {
+		return nil, kv.Absent, err
+	}
+	resp, err := s.cli.Get(ctx, s.etcdKey(partition, key))
+	if err != nil {
+		return nil, kv.Absent, readErr(ctx, fmt.Sprintf("get %q in partition %q", key, partition), err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, kv.Absent, fmt.Errorf("%w: %q in partition %q", kv.ErrNotFound, key, partition)
+	}
+	return resp.Kvs[0].Value, kv.NewPredicate(resp.Kvs[0].ModRevision), nil
+}
+
+func (s *Store) Set(ctx context.Context, partition, key, value []byte) error {
+	start := time.Now()
+	err := s.set(ctx, partition, key, value)
+	observe("set", start, err)
+	return err
+}
+
+func (s *Store) set(ctx context.Context, partition, key, value []byte) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	if err := s.cfg.Limits.CheckWrite(partition, key, value); err != nil {
+		return err
+	}
+	k := s.etcdKey(partition, key)
+	_, err := s.cli.Put(ctx, k, string(value))
+	if err == nil {
+		return nil
+	}
+	what := fmt.Sprintf("set %q in partition %q", key, partition)
+	if !maybeApplied(ctx, err) {
+		return writeErr(ctx, what, err)
+	}
+	// A Put is idempotent: re-sending it settles the outcome.
+	return s.settle(ctx, what, err, func(c context.Context) (bool, error) {
+		_, err := s.cli.Put(c, k, string(value))
+		return err == nil, err
+	})
+}
+
+func (s *Store) SetIf(ctx context.Context, partition, key, value []byte, pred kv.Predicate) error {
+	start := time.Now()
+	err := s.setIf(ctx, partition, key, value, pred)
+	observe("setif", start, err)
+	return err
+}
+
+func (s *Store) guard(k string, pred kv.Predicate) clientv3.Cmp {
+	if pred.IsAbsent() {
+		return clientv3.Compare(clientv3.CreateRevision(k), "=", 0)
+	}
+	return clientv3.Compare(clientv3.ModRevision(k), "=", pred.Version())
+}
+
+func (s *Store) setIf(ctx context.Context, partition, key, value []byte, pred kv.Predicate) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	if err := s.cfg.Limits.CheckWrite(partition, key, value); err != nil {
+		return err
+	}
+	k := s.etcdKey(partition, key)
+	what := fmt.Sprintf("setif %q in partition %q", key, partition)
+	failed := func() error {
+		return fmt.Errorf("%w: %q in partition %q changed since %v", kv.ErrPredicateFailed, key, partition, pred)
+	}
+	resp, err := s.cli.Txn(ctx).If(s.guard(k, pred)).Then(clientv3.OpPut(k, string(value))).Commit()
+	if err == nil {
+		if !resp.Succeeded {
+			return failed()
+		}
+		return nil
+	}
+	if !maybeApplied(ctx, err) {
+		return writeErr(ctx, what, err)
+	}
+	return s.settleSetIf(ctx, k, value, pred, what, err, failed)
+}
+
+// settleSetIf decides the outcome of a SetIf whose first attempt failed with
+// firstErr after it may have been applied: it re-sends the same guarded Txn,
+// reading the key when the guard fails.
+func (s *Store) settleSetIf(ctx context.Context, k string, value []byte, pred kv.Predicate, what string, firstErr error, failed func() error) error {
+	var lost bool
+	serr := s.settle(ctx, what, firstErr, func(c context.Context) (bool, error) {
+		resp, err := s.cli.Txn(c).If(s.guard(k, pred)).
+			Then(clientv3.OpPut(k, string(value))).
+			Else(clientv3.OpGet(k)).Commit()
+		if err != nil {
+			return false, err
+		}
+		if resp.Succeeded {
+			return true, nil
+		}
+		var cur *mvccpb.KeyValue
+		if rr := resp.Responses[0].GetResponseRange(); rr != nil && len(rr.Kvs) > 0 {
+			cur = rr.Kvs[0]
+		}
+		if cur != nil && cur.ModRevision != pred.Version() && bytes.Equal(cur.Value, value) {
+			return true, nil // the first attempt had applied
+		}
+		lost = true
+		return true, nil
+	})
+	if serr != nil {
+		return serr
+	}
+	if lost {
+		return failed()
+	}
+	return nil
+}
+
+func (s *Store) Delete(ctx context.Context, partition, key []byte) error {
+	start := time.Now()
+	err := s.delete(ctx, partition, key)
+	observe("delete", start, err)
+	return err
+}
+
+func (s *Store) delete(ctx context.Context, partition, key []byte) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	if err := s.cfg.Limits.CheckKey(partition, key); err != nil {
+		return err
+	}
+	k := s.etcdKey(partition, key)
+	_, err := s.cli.Delete(ctx, k)
+	if err == nil {
+		return nil
+	}
+	what := fmt.Sprintf("delete %q in partition %q", key, partition)
+	if !maybeApplied(ctx, err) {
+		return writeErr(ctx, what, err)
+	}
+	return s.settle(ctx, what, err, func(c context.Context) (bool, error) {
+		_, err := s.cli.Delete(c, k)
+		return err == nil, err
+	})
+}
+
+// settle re-runs attempt, which reports whether the outcome is known, with
+// jittered backoff, within the caller's context.
+func (s *Store) settle(ctx context.Context, what string, first error, attempt func(context.Context) (bool, error)) error {
+	settleAttempts.Inc()
+	backoff := 20 * time.Millisecond
+	last := first
+	for i := 0; i < s.cfg.SettleAttempts; i++ {
+		if ctx.Err() != nil {
+			break
+		}
+		c, cancel := context.WithTimeout(ctx, s.cfg.SettleTimeout)
+		known, err := attempt(c)
+		cancel()
+		if known {
+			s.cfg.Logger.Debug("settled ambiguous write", zap.String("op", what), zap.Int("attempt", i+1), zap.NamedError("first_error", first))
+			return nil
+		}
+		last = err
+		if !maybeApplied(ctx, err) {
+			// A definite failure now says nothing of the first attempt.
+			break
+		}
+		d := backoff + time.Duration(rand.Int64N(int64(backoff)))
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+		}
+		backoff *= 2
+	}
+	ambiguousWrites.Inc()
+	if ctx.Err() != nil {
+		return fmt.Errorf("etcdkv: %s: %w", what, errors.Join(kv.ErrAmbiguous, ctx.Err()))
+	}
+	return fmt.Errorf("%w: etcdkv: %s: %v", kv.ErrAmbiguous, what, last)
+}
+
+// maybeApplied reports whether err leaves a write's outcome unknown.
+func maybeApplied(ctx context.Context, err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, rpctypes.ErrNoSpace) || errors.Is(err, rpctypes.ErrGRPCNoSpace) ||
+		errors.Is(err, rpctypes.ErrRequestTooLarge) || errors.Is(err, rpctypes.ErrGRPCRequestTooLarge) ||
+		errors.Is(err, rpctypes.ErrTooManyOps) || errors.Is(err, rpctypes.ErrGRPCTooManyOps) ||
+		errors.Is(err, rpctypes.ErrPermissionDenied) || errors.Is(err, rpctypes.ErrAuthFailed) ||
+		errors.Is(err, rpctypes.ErrInvalidAuthToken) {
+		return false
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.Unknown, codes.Aborted, codes.Internal:
+		return true
+	}
+	return errors.Is(err, rpctypes.ErrTimeout) || errors.Is(err, rpctypes.ErrLeaderChanged) ||
+		errors.Is(err, rpctypes.ErrNoLeader) || errors.Is(err, rpctypes.ErrTimeoutDueToLeaderFail) ||
+		errors.Is(err, rpctypes.ErrTimeoutDueToConnectionLost)
+}
+
+// writeErr maps a write error whose outcome is known (not applied).
+func writeErr(ctx context.Context, what string, err error) error {
+	switch {
+	case errors.Is(err, rpctypes.ErrNoSpace), errors.Is(err, rpctypes.ErrGRPCNoSpace):
+		return fmt.Errorf("%w: etcdkv: %s: %v", kv.ErrQuotaExceeded, what, err)
+	case errors.Is(err, rpctypes.ErrRequestTooLarge), errors.Is(err, rpctypes.ErrGRPCRequestTooLarge):
+		return fmt.Errorf("%w: etcdkv: %s: the server refused the request size: %v", kv.ErrValueTooLarge, what, err)
+	case errors.Is(err, rpctypes.ErrTooManyOps), errors.Is(err, rpctypes.ErrGRPCTooManyOps):
+		return fmt.Errorf("%w: etcdkv: %s: too many operations in one transaction: %v", kv.ErrValueTooLarge, what, err)
+	}
+	return readErr(ctx, what, err)
+}
+
+// readErr maps an error of an operation that changed nothing.
+func readErr(ctx context.Context, what string, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return fmt.Errorf("etcdkv: %s: %w", what, cerr)
+	}
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded:
+		return fmt.Errorf("%w: etcdkv: %s: %v", kv.ErrUnavailable, what, err)
+	}
+	if errors.Is(err, rpctypes.ErrTimeout) || errors.Is(err, rpctypes.ErrNoLeader) || errors.Is(err, rpctypes.ErrLeaderChanged) {
+		return fmt.Errorf("%w: etcdkv: %s: %v", kv.ErrUnavailable, what, err)
+	}
+	return fmt.Errorf("etcdkv: %s: %w", what, err)
+}

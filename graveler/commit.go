@@ -1,0 +1,348 @@
+package graveler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// errHeadMoved ends a BranchUpdate whose expectations no longer hold; the
+// caller decides what that means (rebase a commit, or fail a merge).
+var errHeadMoved = errors.New("branch head or sealed tokens moved")
+
+// overlap returns the longest prefix of toks (newest first) that is a
+// suffix of sealed: the part of a commit's tokens no concurrent commit has
+// consumed. Commits seal newest-first, so an earlier commit that finished
+// first took toks' oldest tokens (its own list is a suffix of toks), and a
+// later one that finished first took all of them.
+func overlap(toks, sealed []StagingToken) []StagingToken {
+	for k := min(len(toks), len(sealed)); k > 0; k-- {
+		if slices.Equal(sealed[len(sealed)-k:], toks[:k]) {
+			return toks[:k]
+		}
+	}
+	return nil
+}
+
+// Commit commits a branch's staged entries with seed 004's lock-free flow:
+//
+//  1. SetIf the branch to push its staging token onto sealed_tokens and
+//     take a fresh one: writers move to the new token at once;
+//  2. apply the sealed tokens (newest wins) over the head commit's tree;
+//  3. store the commit record (content addressed, so a retry is free);
+//  4. SetIf the branch to the new head, removing the tokens it consumed.
+//
+// If step 4 finds that another commit moved the head first, the overlap
+// rule decides: the tokens still sealed on the branch (a prefix of ours)
+// are applied again over the new head and the commit retried on top of it,
+// so every successful commit stays in the branch's first-parent history
+// and nobody's acknowledged writes are reported as "no changes". A commit
+// that fails after step 1 leaves its tokens sealed; readers still see
+// them, and the next commit absorbs them. No lock or lease is taken.
+func (g *Graveler) Commit(ctx context.Context, repoID RepositoryID, branch BranchID, params CommitParams) (CommitID, error) {
+	repo, err := g.refs.GetRepository(ctx, repoID)
+	if err != nil {
+		return "", err
+	}
+	if err := ValidateBranchID(branch); err != nil {
+		return "", err
+	}
+	start := time.Now()
+	id, absorbed, err := g.commit(ctx, repo, branch, params)
+	if absorbed && (err == nil || errors.Is(err, ErrNoChanges)) {
+		// The branch held MaxSealedTokens from failed commits: they are
+		// committed now; commit what was staged since, as asked.
+		id2, _, err2 := g.commit(ctx, repo, branch, params)
+		switch {
+		case err2 == nil:
+			id, err = id2, nil
+		case !errors.Is(err2, ErrNoChanges) || err != nil:
+			id, err = "", err2
+		}
+	}
+	observeCommit(start, err)
+	return id, err
+}
+
+// commit is one pass of the flow; absorbed reports that it committed the
+// branch's existing sealed tokens without sealing its staging token.
+func (g *Graveler) commit(ctx context.Context, repo *RepositoryRecord, branch BranchID, params CommitParams) (CommitID, bool, error) {
+	var toks []StagingToken
+	var base CommitID
+	absorb, clean := false, false
+	err := g.refs.BranchUpdate(ctx, repo, branch, func(cur *Branch) (*Branch, error) {
+		base = cur.CommitID
+		if !params.AllowEmpty && len(cur.SealedTokens) == 0 {
+			// Nothing staged: every write acknowledged before this commit
+			// started is in this token or already committed, so this
+			// commit has nothing to do. Sealing the empty token would only
+			// send every writer of the branch around again.
+			dirty, err := g.isDirty(ctx, cur)
+			if err != nil {
+				return nil, err
+			}
+			if clean = !dirty; clean {
+				return nil, ErrSkipUpdate
+			}
+		}
+		if len(cur.SealedTokens) >= g.cfg.MaxSealedTokens {
+			absorb, toks = true, slices.Clone(cur.SealedTokens)
+			return nil, ErrSkipUpdate
+		}
+		absorb = false
+		toks = tokens(cur)
+		return &Branch{CommitID: cur.CommitID, StagingToken: g.refs.NewStagingToken(repo.RepositoryID), SealedTokens: toks}, nil
+	})
+	if err != nil {
+		return "", false, err
+	}
+	if clean {
+		return "", false, fmt.Errorf("branch %s of repository %s: %w", branch, repo.RepositoryID, ErrNoChanges)
+	}
+	g.cache.forget(repo, branch)
+	baseCommit, err := g.refs.GetCommit(ctx, repo, base)
+	if err != nil {
+		return "", absorb, err
+	}
+	baseMR := baseCommit.MetaRangeID
+	allowEmpty := params.AllowEmpty
+	for attempt := 0; ; attempt++ {
+		mr, err := g.applyTokens(ctx, repo, baseMR, toks, allowEmpty)
+		noChanges := errors.Is(err, ErrNoChanges)
+		if err != nil && !noChanges {
+			return "", absorb, err
+		}
+		if attempt == 0 && !noChanges {
+			// Our writes made a change: whatever a rebase finds left to
+			// apply, this call must end in a commit of its own.
+			allowEmpty = true
+		}
+		var id CommitID
+		if !noChanges {
+			id, err = g.refs.AddCommit(ctx, repo, Commit{
+				Version:      CurrentCommitVersion,
+				Committer:    params.Committer,
+				Message:      params.Message,
+				MetaRangeID:  mr,
+				CreationDate: g.cfg.Now(),
+				Parents:      []CommitID{base},
+				Metadata:     params.Metadata,
+			})
+			if err != nil {
+				return "", absorb, err
+			}
+		}
+		var moved *Branch
+		consumed := toks
+		err = g.refs.BranchUpdate(ctx, repo, branch, func(cur *Branch) (*Branch, error) {
+			n := len(cur.SealedTokens)
+			if cur.CommitID != base || n < len(toks) || !slices.Equal(cur.SealedTokens[n-len(toks):], toks) {
+				moved = cloneBranch(cur)
+				return nil, errHeadMoved
+			}
+			nb := cloneBranch(cur)
+			nb.SealedTokens = nb.SealedTokens[:n-len(toks)]
+			if !noChanges {
+				nb.CommitID = id
+			}
+			return nb, nil
+		})
+		if errors.Is(err, errHeadMoved) {
+			if attempt >= g.cfg.CommitRetries {
+				return "", absorb, fmt.Errorf("commit on branch %s of repository %s: %w", branch, repo.RepositoryID, ErrTooManyRetries)
+			}
+			commitRebases.Inc()
+			toks = overlap(toks, moved.SealedTokens)
+			base = moved.CommitID
+			c, err := g.refs.GetCommit(ctx, repo, base)
+			if err != nil {
+				return "", absorb, err
+			}
+			baseMR = c.MetaRangeID
+			continue
+		}
+		if err != nil {
+			return "", absorb, err
+		}
+		g.cache.forget(repo, branch)
+		g.dropTokens(ctx, consumed)
+		if noChanges {
+			return "", absorb, fmt.Errorf("branch %s of repository %s: %w", branch, repo.RepositoryID, ErrNoChanges)
+		}
+		return id, absorb, nil
+	}
+}
+
+// applyTokens applies toks (newest first) over the tree base.
+func (g *Graveler) applyTokens(ctx context.Context, repo *RepositoryRecord, base MetaRangeID, toks []StagingToken, allowEmpty bool) (MetaRangeID, error) {
+	it, err := g.changesIterator(ctx, toks)
+	if err != nil {
+		return "", err
+	}
+	defer it.Close()
+	mr, _, err := g.committed.Apply(ctx, repo.StorageNamespace, base, it, ApplyOptions{AllowEmpty: allowEmpty})
+	return mr, err
+}
+
+// dropTokens hands tokens no branch references any more to the cleaner.
+// The caller's operation has already succeeded; a token that cannot be
+// queued is found by the cleaner's orphan sweep, so this never fails it.
+func (g *Graveler) dropTokens(ctx context.Context, toks []StagingToken) {
+	if len(toks) == 0 {
+		return
+	}
+	if err := g.refs.DeleteStagingTokens(context.WithoutCancel(ctx), toks); err != nil {
+		tokenQueueFailures.Inc()
+	}
+}
+
+// isDirty reports whether any of b's tokens stages anything.
+func (g *Graveler) isDirty(ctx context.Context, b *Branch) (bool, error) {
+	for _, st := range tokens(b) {
+		it, err := g.staging.List(ctx, st)
+		if err != nil {
+			return false, err
+		}
+		found := it.Next()
+		err = it.Err()
+		it.Close()
+		if err != nil {
+			return false, err
+		}
+		if found {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// Reset discards a branch's staged changes: all, one key, or a prefix.
+func (g *Graveler) Reset(ctx context.Context, repoID RepositoryID, branch BranchID, typ ResetType, key Key) error {
+	repo, err := g.refs.GetRepository(ctx, repoID)
+	if err != nil {
+		return err
+	}
+	if err := ValidateBranchID(branch); err != nil {
+		return err
+	}
+	switch typ {
+	case ResetTypeAll:
+		var old []StagingToken
+		err := g.refs.BranchUpdate(ctx, repo, branch, func(cur *Branch) (*Branch, error) {
+			old = tokens(cur)
+			return &Branch{CommitID: cur.CommitID, StagingToken: g.refs.NewStagingToken(repoID)}, nil
+		})
+		if err != nil {
+			return err
+		}
+		g.cache.forget(repo, branch)
+		g.dropTokens(ctx, old)
+		return nil
+	case ResetTypeKey:
+		if err := ValidateKey(key); err != nil {
+			return err
+		}
+		return g.dropStaged(ctx, repo, branch, func(st StagingToken) error { return g.staging.DropKey(ctx, st, key) })
+	case ResetTypePrefix:
+		if err := ValidateKey(key); err != nil {
+			return fmt.Errorf("prefix: %w", err)
+		}
+		return g.dropStaged(ctx, repo, branch, func(st StagingToken) error { return g.staging.DropByPrefix(ctx, st, key) })
+	}
+	return fmt.Errorf("%w: reset type %d", ErrInvalidArgument, typ)
+}
+
+// dropStaged runs drop on every token of the branch, again on any token
+// that appeared meanwhile, until a re-read shows no new token.
+func (g *Graveler) dropStaged(ctx context.Context, repo *RepositoryRecord, branch BranchID, drop func(StagingToken) error) error {
+	done := map[StagingToken]bool{}
+	for attempt := 0; ; attempt++ {
+		b, err := g.refs.GetBranch(ctx, repo, branch)
+		if err != nil {
+			return err
+		}
+		fresh := false
+		for _, st := range tokens(b) {
+			if done[st] {
+				continue
+			}
+			fresh = true
+			if err := drop(st); err != nil {
+				return err
+			}
+			done[st] = true
+		}
+		if !fresh {
+			return nil
+		}
+		if attempt >= g.cfg.FenceRetries {
+			return g.fenceExhausted(repo, branch)
+		}
+	}
+}
+
+// ResetHard moves a branch to the commit ref resolves to. Without Force a
+// branch with staged changes is ErrDirtyBranch and keeps its tokens; with
+// Force its staged changes are discarded.
+func (g *Graveler) ResetHard(ctx context.Context, repoID RepositoryID, branch BranchID, ref Ref, opts ResetHardOptions) (*BranchRecord, error) {
+	repo, err := g.refs.GetRepository(ctx, repoID)
+	if err != nil {
+		return nil, err
+	}
+	if err := ValidateBranchID(branch); err != nil {
+		return nil, err
+	}
+	if opts.ExpectedCommitID != "" {
+		if err := ValidateCommitID(opts.ExpectedCommitID); err != nil {
+			return nil, fmt.Errorf("expected head: %w", err)
+		}
+	}
+	res, err := g.resolve(ctx, repo, ref)
+	if err != nil {
+		return nil, err
+	}
+	var old []StagingToken
+	var out *Branch
+	err = g.refs.BranchUpdate(ctx, repo, branch, func(cur *Branch) (*Branch, error) {
+		if opts.ExpectedCommitID != "" && cur.CommitID != opts.ExpectedCommitID {
+			return nil, fmt.Errorf("%w: %s of repository %s is at %s, not %s", ErrBranchHeadMoved, branch, repoID, cur.CommitID, opts.ExpectedCommitID)
+		}
+		nb := cloneBranch(cur)
+		nb.CommitID = res.CommitID
+		old = nil
+		if opts.Force {
+			old = tokens(cur)
+			nb.StagingToken, nb.SealedTokens = g.refs.NewStagingToken(repoID), nil
+		} else if dirty, err := g.isDirty(ctx, cur); err != nil {
+			return nil, err
+		} else if dirty {
+			return nil, fmt.Errorf("%w: %s of repository %s", ErrDirtyBranch, branch, repoID)
+		}
+		out = nb
+		return nb, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	g.cache.forget(repo, branch)
+	g.dropTokens(ctx, old)
+	return &BranchRecord{BranchID: branch, Branch: out}, nil
+}
+
+// moveHead sets a clean branch's head from expected to id: the last step
+// of merge, revert and cherry-pick. Staged writes that land meanwhile stay
+// staged on top of the new head; a commit in flight rebases onto it.
+func (g *Graveler) moveHead(ctx context.Context, repo *RepositoryRecord, branch BranchID, expected, id CommitID) error {
+	err := g.refs.BranchUpdate(ctx, repo, branch, func(cur *Branch) (*Branch, error) {
+		if cur.CommitID != expected {
+			return nil, fmt.Errorf("%w: %s of repository %s moved from %s to %s", ErrBranchHeadMoved, branch, repo.RepositoryID, expected, cur.CommitID)
+		}
+		nb := cloneBranch(cur)
+		nb.CommitID = id
+		return nb, nil
+	})
+	g.cache.forget(repo, branch)
+	return err
+}

@@ -1,0 +1,444 @@
+package graveler
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+)
+
+// ---- writer flow (seed 004) ----
+
+// writeBranch runs seed 004's writer flow around write: read the branch
+// (the short cache will do), write to its staging token, re-read the
+// branch (amortized, never the cache), and write again if the token
+// changed meanwhile. A commit seals a token before reading it, so a write
+// that completed before the re-read saw the token still current is seen
+// by any commit that seals it; a write that raced a seal is repeated into
+// the new token, where the same identity makes it idempotent.
+func (g *Graveler) writeBranch(ctx context.Context, repo *RepositoryRecord, id BranchID, write func(StagingToken) error) error {
+	b, ok := g.cache.get(repo, id)
+	if !ok {
+		var err error
+		if b, err = g.refs.GetBranch(ctx, repo, id); err != nil {
+			return err
+		}
+		g.cache.put(repo, id, b)
+	}
+	for attempt := 0; ; attempt++ {
+		if err := write(b.StagingToken); err != nil {
+			return err
+		}
+		cur, err := g.recheck(ctx, repo, id)
+		if err != nil {
+			g.cache.forget(repo, id)
+			return err
+		}
+		g.cache.put(repo, id, cur)
+		if cur.StagingToken == b.StagingToken {
+			return nil
+		}
+		writeRetries.Inc()
+		if attempt >= g.cfg.FenceRetries {
+			return fmt.Errorf("write to branch %s of repository %s: staging token kept changing: %w", id, repo.RepositoryID, ErrTooManyRetries)
+		}
+		b = cur
+	}
+}
+
+// recheck is the writer's fence: it re-reads the branch (amortized, never
+// the cache) and, concurrently so it costs no extra round trip, the
+// repository. The writer took the repository from a short cache, so this
+// is where a write into a repository deleted (or re-created) meanwhile is
+// refused instead of acknowledged.
+func (g *Graveler) recheck(ctx context.Context, repo *RepositoryRecord, id BranchID) (*Branch, error) {
+	repoErr := make(chan error, 1)
+	go func() {
+		cur, err := g.refs.GetRepository(ctx, repo.RepositoryID)
+		if err == nil && cur.UniqueID != repo.UniqueID {
+			err = fmt.Errorf("%w: %s was deleted and created again", ErrRepositoryNotFound, repo.RepositoryID)
+		}
+		if err == nil {
+			g.repos.put(cur)
+		} else {
+			g.repos.forget(repo.RepositoryID)
+		}
+		repoErr <- err
+	}()
+	cur, err := g.refs.GetBranch(ctx, repo, id)
+	if rerr := <-repoErr; rerr != nil {
+		return nil, rerr
+	}
+	return cur, err
+}
+
+// writeRepository returns the repository a write goes to: from the short
+// repository cache when it can, since writeBranch's fence re-reads it.
+func (g *Graveler) writeRepository(ctx context.Context, id RepositoryID) (*RepositoryRecord, error) {
+	if r, ok := g.repos.get(id); ok {
+		return r, nil
+	}
+	r, err := g.refs.GetRepository(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	g.repos.put(r)
+	return r, nil
+}
+
+// Set stages an entry on a branch.
+func (g *Graveler) Set(ctx context.Context, repoID RepositoryID, branch BranchID, key Key, value Value, opts SetOptions) error {
+	if err := ValidateKey(key); err != nil {
+		return err
+	}
+	if err := ValidateValue(&value); err != nil {
+		return err
+	}
+	repo, err := g.writeRepository(ctx, repoID)
+	if err != nil {
+		return err
+	}
+	if err := ValidateBranchID(branch); err != nil {
+		return err
+	}
+	if opts.IfAbsent {
+		// Best effort, as in lakeFS: a concurrent writer of the same key
+		// may still win between this read and the write below.
+		_, err := g.Get(ctx, repoID, Ref(branch), key)
+		switch {
+		case err == nil:
+			return fmt.Errorf("%w: %q on branch %s of repository %s", ErrEntryExists, key, branch, repoID)
+		case !errors.Is(err, ErrEntryNotFound):
+			return err
+		}
+	}
+	return g.writeBranch(ctx, repo, branch, func(st StagingToken) error {
+		return g.staging.Set(ctx, st, key, &value)
+	})
+}
+
+// SetBatch stages many entries on a branch (nil Value: delete). It is not
+// atomic: on error some records may be staged; repeating it is safe.
+func (g *Graveler) SetBatch(ctx context.Context, repoID RepositoryID, branch BranchID, records []*ValueRecord) error {
+	for _, r := range records {
+		if r == nil {
+			return fmt.Errorf("%w: missing record", ErrInvalidArgument)
+		}
+		if err := ValidateKey(r.Key); err != nil {
+			return err
+		}
+		if r.Value != nil {
+			if err := ValidateValue(r.Value); err != nil {
+				return fmt.Errorf("key %q: %w", r.Key, err)
+			}
+		}
+	}
+	repo, err := g.writeRepository(ctx, repoID)
+	if err != nil {
+		return err
+	}
+	if err := ValidateBranchID(branch); err != nil {
+		return err
+	}
+	if len(records) == 0 {
+		return nil
+	}
+	return g.writeBranch(ctx, repo, branch, func(st StagingToken) error {
+		return g.staging.SetBatch(ctx, st, records)
+	})
+}
+
+// Delete stages a tombstone for key; ErrEntryNotFound if it is not visible.
+func (g *Graveler) Delete(ctx context.Context, repoID RepositoryID, branch BranchID, key Key) error {
+	if err := ValidateKey(key); err != nil {
+		return err
+	}
+	if _, err := g.Get(ctx, repoID, Ref(branch), key); err != nil {
+		return err
+	}
+	repo, err := g.refs.GetRepository(ctx, repoID)
+	if err != nil {
+		return err
+	}
+	return g.writeBranch(ctx, repo, branch, func(st StagingToken) error {
+		return g.staging.Set(ctx, st, key, nil)
+	})
+}
+
+// ---- reader flow (seed 004) ----
+
+// resolveForRead resolves ref; a plain branch name is served from the
+// writer's branch cache when it can be, since the reader's fence re-reads
+// the branch from the store anyway.
+func (g *Graveler) resolveForRead(ctx context.Context, repo *RepositoryRecord, ref Ref) (*ResolvedRef, error) {
+	raw, err := g.refs.ParseRef(ref)
+	if err != nil {
+		return nil, err
+	}
+	if len(raw.Modifiers) == 0 && ValidateBranchID(BranchID(raw.BaseRef)) == nil {
+		id := BranchID(raw.BaseRef)
+		if b, ok := g.cache.get(repo, id); ok {
+			if c, err := g.refs.GetCommit(ctx, repo, b.CommitID); err == nil {
+				return &ResolvedRef{Type: RefTypeBranch, BranchRecord: BranchRecord{BranchID: id, Branch: b},
+					CommitID: b.CommitID, MetaRangeID: c.MetaRangeID}, nil
+			}
+		}
+	}
+	res, err := g.refs.ResolveRawRef(ctx, repo, raw)
+	if err != nil {
+		return nil, err
+	}
+	if staged(res) {
+		g.cache.put(repo, res.BranchRecord.BranchID, res.BranchRecord.Branch)
+	}
+	return res, nil
+}
+
+// staged reports whether a resolved ref reads a branch's staged entries.
+func staged(res *ResolvedRef) bool {
+	return res.Type == RefTypeBranch && res.ResolvedBranchModifier == ResolvedBranchModifierNone && res.BranchRecord.Branch != nil
+}
+
+// readFenced runs read over a branch's tokens and head, then re-reads the
+// branch (amortized, never the cache); if a token read from has left the
+// branch meanwhile, it may have been dropped mid-read, so it reads again
+// from the branch as it is now.
+func (g *Graveler) readFenced(ctx context.Context, repo *RepositoryRecord, res *ResolvedRef, read func(b *Branch, mr MetaRangeID) error) error {
+	b, mr := res.BranchRecord.Branch, res.MetaRangeID
+	id := res.BranchRecord.BranchID
+	for attempt := 0; ; attempt++ {
+		if err := read(b, mr); err != nil {
+			return err
+		}
+		cur, err := g.refs.GetBranch(ctx, repo, id)
+		if err != nil {
+			return err
+		}
+		g.cache.put(repo, id, cur)
+		if tokensStillHeld(b, cur) {
+			return nil
+		}
+		readRetries.Inc()
+		if attempt >= g.cfg.FenceRetries {
+			return g.fenceExhausted(repo, id)
+		}
+		c, err := g.refs.GetCommit(ctx, repo, cur.CommitID)
+		if err != nil {
+			return err
+		}
+		b, mr = cur, c.MetaRangeID
+	}
+}
+
+// Get reads an entry at ref (a branch ref sees its staged entries).
+func (g *Graveler) Get(ctx context.Context, repoID RepositoryID, ref Ref, key Key) (*Value, error) {
+	if err := ValidateKey(key); err != nil {
+		return nil, err
+	}
+	repo, err := g.refs.GetRepository(ctx, repoID)
+	if err != nil {
+		return nil, err
+	}
+	res, err := g.resolveForRead(ctx, repo, ref)
+	if err != nil {
+		return nil, err
+	}
+	if !staged(res) {
+		return g.getCommitted(ctx, repo, res.MetaRangeID, key)
+	}
+	var out *Value
+	err = g.readFenced(ctx, repo, res, func(b *Branch, mr MetaRangeID) error {
+		var err error
+		out, err = g.getStaged(ctx, repo, b, mr, key)
+		return err
+	})
+	return out, err
+}
+
+func (g *Graveler) getCommitted(ctx context.Context, repo *RepositoryRecord, mr MetaRangeID, key Key) (*Value, error) {
+	v, err := g.committed.Get(ctx, repo.StorageNamespace, mr, key)
+	if errors.Is(err, ErrNotFound) {
+		return nil, fmt.Errorf("%w: %q in repository %s", ErrEntryNotFound, key, repo.RepositoryID)
+	}
+	return v, err
+}
+
+// getStaged looks key up in the staging token, the sealed tokens newest
+// first, then the head commit: the first that knows the key decides.
+func (g *Graveler) getStaged(ctx context.Context, repo *RepositoryRecord, b *Branch, mr MetaRangeID, key Key) (*Value, error) {
+	for _, st := range tokens(b) {
+		v, err := g.staging.Get(ctx, st, key)
+		switch {
+		case err == nil && v == nil:
+			return nil, fmt.Errorf("%w: %q in repository %s (deleted)", ErrEntryNotFound, key, repo.RepositoryID)
+		case err == nil:
+			return v, nil
+		case !errors.Is(err, ErrNotFound):
+			return nil, err
+		}
+	}
+	return g.getCommitted(ctx, repo, mr, key)
+}
+
+// tokenIterators opens one iterator per staging token of b, newest first,
+// followed by extra; on error it closes what it opened.
+func (g *Graveler) tokenIterators(ctx context.Context, toks []StagingToken, extra func() (ValueIterator, error)) ([]ValueIterator, error) {
+	var its []ValueIterator
+	fail := func(err error) ([]ValueIterator, error) {
+		for _, it := range its {
+			it.Close()
+		}
+		return nil, err
+	}
+	for _, st := range toks {
+		it, err := g.staging.List(ctx, st)
+		if err != nil {
+			return fail(err)
+		}
+		its = append(its, it)
+	}
+	if extra != nil {
+		it, err := extra()
+		if err != nil {
+			return fail(err)
+		}
+		its = append(its, it)
+	}
+	return its, nil
+}
+
+// branchIterator is the branch as a reader sees it: its tokens over its
+// head commit, tombstones hiding what they delete.
+func (g *Graveler) branchIterator(ctx context.Context, repo *RepositoryRecord, b *Branch, mr MetaRangeID) (*combinedIterator, error) {
+	its, err := g.tokenIterators(ctx, tokens(b), func() (ValueIterator, error) {
+		return g.committed.List(ctx, repo.StorageNamespace, mr)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return newCombinedIterator(true, its...), nil
+}
+
+// changesIterator is what toks stage, newest first winning, tombstones
+// included: the changes a commit applies.
+func (g *Graveler) changesIterator(ctx context.Context, toks []StagingToken) (*combinedIterator, error) {
+	its, err := g.tokenIterators(ctx, toks, nil)
+	if err != nil {
+		return nil, err
+	}
+	return newCombinedIterator(false, its...), nil
+}
+
+// ListEntries returns one page of the entries visible at ref, and whether
+// more follow. A page costs about one page of work in every source: each
+// is sought to the page's start, and a common prefix is skipped by seeking
+// past it.
+func (g *Graveler) ListEntries(ctx context.Context, repoID RepositoryID, ref Ref, opts ListEntriesOptions) ([]*EntryListing, bool, error) {
+	if opts.Limit <= 0 {
+		return nil, false, fmt.Errorf("%w: list limit %d must be positive", ErrInvalidArgument, opts.Limit)
+	}
+	repo, err := g.refs.GetRepository(ctx, repoID)
+	if err != nil {
+		return nil, false, err
+	}
+	res, err := g.resolveForRead(ctx, repo, ref)
+	if err != nil {
+		return nil, false, err
+	}
+	if !staged(res) {
+		it, err := g.committed.List(ctx, repo.StorageNamespace, res.MetaRangeID)
+		if err != nil {
+			return nil, false, err
+		}
+		defer it.Close()
+		return listPage(it, opts)
+	}
+	var rows []*EntryListing
+	var more bool
+	err = g.readFenced(ctx, repo, res, func(b *Branch, mr MetaRangeID) error {
+		it, err := g.branchIterator(ctx, repo, b, mr)
+		if err != nil {
+			return err
+		}
+		defer it.Close()
+		rows, more, err = listPage(it, opts)
+		return err
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return rows, more, nil
+}
+
+// listStart is where a page starts: strictly after opts.After (past every
+// key under it when it is a common prefix), and never before the prefix.
+// ok is false when nothing can follow.
+func listStart(opts ListEntriesOptions) (start Key, ok bool) {
+	start = opts.Prefix
+	if len(opts.After) == 0 {
+		return start, true
+	}
+	var s Key
+	rest, under := bytes.CutPrefix(opts.After, opts.Prefix)
+	if i := bytes.Index(rest, opts.Delimiter); under && len(opts.Delimiter) > 0 && i >= 0 {
+		cp := opts.After[:len(opts.Prefix)+i+len(opts.Delimiter)]
+		if s = keySuccessor(cp); s == nil {
+			return nil, false
+		}
+	} else {
+		s = append(bytes.Clone(opts.After), 0)
+	}
+	if bytes.Compare(s, start) > 0 {
+		start = s
+	}
+	return start, true
+}
+
+func cloneValue(v *Value) *Value {
+	if v == nil {
+		return nil
+	}
+	return &Value{Identity: bytes.Clone(v.Identity), Data: bytes.Clone(v.Data)}
+}
+
+// listPage reads one page from it (tombstones already hidden).
+func listPage(it ValueIterator, opts ListEntriesOptions) ([]*EntryListing, bool, error) {
+	start, ok := listStart(opts)
+	if !ok {
+		return nil, false, nil
+	}
+	it.SeekGE(start)
+	var rows []*EntryListing
+	done := false
+	// next returns the next row, or nil at the end of the prefix.
+	next := func() *EntryListing {
+		for !done && it.Next() {
+			rec := it.Value()
+			if !bytes.HasPrefix(rec.Key, opts.Prefix) {
+				return nil
+			}
+			if len(opts.Delimiter) > 0 {
+				if i := bytes.Index(rec.Key[len(opts.Prefix):], opts.Delimiter); i >= 0 {
+					cp := bytes.Clone(rec.Key[:len(opts.Prefix)+i+len(opts.Delimiter)])
+					if succ := keySuccessor(cp); succ != nil {
+						it.SeekGE(succ)
+					} else {
+						done = true // no key sorts after every key under cp
+					}
+					return &EntryListing{Key: cp, CommonPrefix: true}
+				}
+			}
+			return &EntryListing{Key: bytes.Clone(rec.Key), Value: cloneValue(rec.Value)}
+		}
+		return nil
+	}
+	for len(rows) < opts.Limit {
+		row := next()
+		if row == nil {
+			return rows, false, it.Err()
+		}
+		rows = append(rows, row)
+	}
+	more := next() != nil
+	return rows, more, it.Err()
+}

@@ -1,0 +1,93 @@
+package graveler
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Category sentinels. Every specific error wraps exactly one of them, so the
+// gRPC server maps errors to status codes with errors.Is on these alone.
+var (
+	ErrNotFound           = errors.New("not found")
+	ErrAlreadyExists      = errors.New("already exists")
+	ErrConflict           = errors.New("conflict")
+	ErrInvalidArgument    = errors.New("invalid argument")
+	ErrFailedPrecondition = errors.New("failed precondition")
+	// ErrUnavailable: the metadata store is unreachable or overloaded; retry later.
+	ErrUnavailable = errors.New("unavailable")
+	// ErrAmbiguous: a write may or may not have been applied; re-read to find out.
+	ErrAmbiguous = errors.New("outcome unknown")
+)
+
+// Specific errors.
+var (
+	ErrRepositoryNotFound      = fmt.Errorf("repository %w", ErrNotFound)
+	ErrRepositoryExists        = fmt.Errorf("repository %w", ErrAlreadyExists)
+	ErrRepositoryDeleting      = fmt.Errorf("repository is being deleted: %w", ErrFailedPrecondition)
+	ErrBranchNotFound          = fmt.Errorf("branch %w", ErrNotFound)
+	ErrBranchExists            = fmt.Errorf("branch %w", ErrAlreadyExists)
+	ErrTagNotFound             = fmt.Errorf("tag %w", ErrNotFound)
+	ErrTagExists               = fmt.Errorf("tag %w", ErrAlreadyExists)
+	ErrCommitNotFound          = fmt.Errorf("commit %w", ErrNotFound)
+	ErrRefNotFound             = fmt.Errorf("reference %w", ErrNotFound)
+	ErrRefAmbiguous            = fmt.Errorf("reference matches more than one commit: %w", ErrInvalidArgument)
+	ErrEntryNotFound           = fmt.Errorf("entry %w", ErrNotFound)
+	ErrEntryExists             = fmt.Errorf("entry %w", ErrAlreadyExists)
+	ErrMetaRangeNotFound       = fmt.Errorf("metarange %w", ErrNotFound)
+	ErrInvalidValue            = fmt.Errorf("value: %w", ErrInvalidArgument)
+	ErrInvalidRef              = fmt.Errorf("reference: %w", ErrInvalidArgument)
+	ErrInvalidRepositoryID     = fmt.Errorf("repository id: %w", ErrInvalidArgument)
+	ErrInvalidBranchID         = fmt.Errorf("branch id: %w", ErrInvalidArgument)
+	ErrInvalidTagID            = fmt.Errorf("tag id: %w", ErrInvalidArgument)
+	ErrInvalidCommitID         = fmt.Errorf("commit id: %w", ErrInvalidArgument)
+	ErrInvalidKey              = fmt.Errorf("key: %w", ErrInvalidArgument)
+	ErrInvalidStorageNamespace = fmt.Errorf("storage namespace: %w", ErrInvalidArgument)
+	ErrInvalidPageToken        = fmt.Errorf("page token: %w", ErrInvalidArgument)
+	ErrValueTooLarge           = fmt.Errorf("value too large: %w", ErrInvalidArgument)
+	ErrDeleteDefaultBranch     = fmt.Errorf("cannot delete the default branch: %w", ErrFailedPrecondition)
+	ErrNoChanges               = fmt.Errorf("no changes: %w", ErrFailedPrecondition)
+	ErrDirtyBranch             = fmt.Errorf("branch has uncommitted changes: %w", ErrFailedPrecondition)
+	ErrNotBareRepository       = fmt.Errorf("repository is not bare: %w", ErrFailedPrecondition)
+	ErrNoMergeBase             = fmt.Errorf("no merge base: %w", ErrFailedPrecondition)
+	ErrRevertMergeNoParent     = fmt.Errorf("reverting a merge commit needs a parent number: %w", ErrInvalidArgument)
+	ErrInvalidParentNumber     = fmt.Errorf("parent number: %w", ErrInvalidArgument)
+	ErrNothingToMerge          = fmt.Errorf("source is already merged into the destination: %w", ErrNoChanges)
+	// ErrMergeConflict is wrapped by *MergeConflictError.
+	ErrMergeConflict = fmt.Errorf("merge conflict: %w", ErrFailedPrecondition)
+	// ErrBranchHeadMoved: an optimistic update lost its compare-and-swap (the
+	// branch changed since it was read, or an expected head did not match).
+	ErrBranchHeadMoved = fmt.Errorf("branch head moved: %w", ErrConflict)
+	// ErrTooManyRetries: a compare-and-swap loop gave up under contention.
+	ErrTooManyRetries = fmt.Errorf("too many concurrent updates, retry later: %w", ErrConflict)
+	// ErrSkipUpdate, returned by a BranchUpdateFunc, ends the update without writing.
+	ErrSkipUpdate = errors.New("skip update")
+)
+
+// MergeConflictError names the keys a merge could not reconcile. It wraps
+// ErrMergeConflict; find it with errors.AsType[*MergeConflictError].
+type MergeConflictError struct {
+	// Keys holds the first conflicting keys, in order (bounded).
+	Keys []Key
+	// Total counts every conflicting key seen.
+	Total int
+}
+
+func (e *MergeConflictError) Error() string {
+	const show = 5
+	s := fmt.Sprintf("%d conflicting keys", e.Total)
+	for i, k := range e.Keys {
+		if i == show {
+			s += ", ..."
+			break
+		}
+		if i == 0 {
+			s += ": "
+		} else {
+			s += ", "
+		}
+		s += fmt.Sprintf("%q", string(k))
+	}
+	return ErrMergeConflict.Error() + ": " + s
+}
+
+func (e *MergeConflictError) Unwrap() error { return ErrMergeConflict }

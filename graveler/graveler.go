@@ -1,0 +1,520 @@
+package graveler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Graveler is the versioning service: it composes a RefManager, a
+// StagingManager and a CommittedManager into the operations the API serves.
+// Every operation first gets the repository, so a deleted repository is
+// invisible. Safe for concurrent use; holds no locks across kv calls.
+type Graveler struct {
+	refs      RefManager
+	staging   StagingManager
+	committed CommittedManager
+	cfg       Config
+	cache     *branchCache
+	repos     *repoCache
+}
+
+// Config tunes the service. Zero values take the defaults noted.
+type Config struct {
+	// BranchCacheTTL bounds how stale the writer's first branch read may be
+	// (default 100ms; negative disables the cache). A stale entry costs a
+	// second write, never a lost one: the writer re-reads the branch after
+	// writing and writes again if the staging token changed.
+	BranchCacheTTL time.Duration
+	// BranchCacheSize bounds the cached branches (default 10,000).
+	BranchCacheSize int
+	// MaxSealedTokens bounds a branch's sealed tokens: a commit that finds
+	// this many (left by failed commits, or commits in flight) first
+	// commits them without sealing another (default 10).
+	MaxSealedTokens int
+	// CommitRetries bounds the overlap-rule retries of a commit: each one
+	// means another commit on the branch finished first (default 50).
+	CommitRetries int
+	// FenceRetries bounds how often a writer writes again, or a reader
+	// reads again, because a commit changed the branch's staging tokens
+	// meanwhile (default 1000). Each retry means another commit sealed the
+	// token in the moment between the write and its check, so this is a
+	// safety net against a storm of commits far faster than a write (seen
+	// only with in-memory stores under the race detector), not a limit
+	// a real workload meets; graveler_write_retries_total counts them.
+	FenceRetries int
+	// Now returns the current time (default time.Now), for tests.
+	Now func() time.Time
+}
+
+// Defaults for Config's zero values.
+const (
+	DefaultBranchCacheTTL  = 100 * time.Millisecond
+	DefaultBranchCacheSize = 10_000
+	DefaultMaxSealedTokens = 10
+	DefaultCommitRetries   = 50
+	DefaultFenceRetries    = 1000
+)
+
+func (c Config) withDefaults() Config {
+	if c.BranchCacheTTL == 0 {
+		c.BranchCacheTTL = DefaultBranchCacheTTL
+	}
+	if c.BranchCacheSize <= 0 {
+		c.BranchCacheSize = DefaultBranchCacheSize
+	}
+	if c.MaxSealedTokens <= 0 {
+		c.MaxSealedTokens = DefaultMaxSealedTokens
+	}
+	if c.CommitRetries <= 0 {
+		c.CommitRetries = DefaultCommitRetries
+	}
+	if c.FenceRetries <= 0 {
+		c.FenceRetries = DefaultFenceRetries
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// New returns a Graveler. It starts no goroutines.
+func New(refs RefManager, staging StagingManager, committed CommittedManager, cfg Config) *Graveler {
+	cfg = cfg.withDefaults()
+	return &Graveler{refs: refs, staging: staging, committed: committed, cfg: cfg,
+		cache: &branchCache{ttl: cfg.BranchCacheTTL, size: cfg.BranchCacheSize, m: map[string]branchCacheEntry{}, now: cfg.Now},
+		repos: &repoCache{ttl: cfg.BranchCacheTTL, size: cfg.BranchCacheSize, m: map[RepositoryID]repoCacheEntry{}, now: cfg.Now}}
+}
+
+// CommitParams describe a new commit.
+type CommitParams struct {
+	Committer string
+	Message   string
+	Metadata  Metadata
+	// AllowEmpty permits a commit with no changes.
+	AllowEmpty bool
+}
+
+// MergeParams describe a merge commit.
+type MergeParams struct {
+	CommitParams
+	Strategy MergeStrategy
+}
+
+// SetOptions condition a write.
+type SetOptions struct {
+	// IfAbsent fails with ErrEntryExists when the key is visible on the branch.
+	IfAbsent bool
+}
+
+// ResetHardOptions condition moving a branch to another commit.
+type ResetHardOptions struct {
+	// ExpectedCommitID, when set, fails with ErrBranchHeadMoved unless the
+	// branch's head is this commit (optimistic concurrency for clients).
+	ExpectedCommitID CommitID
+	// Force discards staged changes; without it a dirty branch is ErrDirtyBranch.
+	Force bool
+}
+
+// ListEntriesOptions page an entry listing.
+type ListEntriesOptions struct {
+	Prefix Key
+	// After lists strictly after this key (or common prefix).
+	After Key
+	// Delimiter groups keys sharing Prefix up to the next delimiter into one
+	// common prefix ("directories"), as S3 does.
+	Delimiter Key
+	// Limit is the page size (required, > 0).
+	Limit int
+}
+
+// EntryListing is one row of a listing: an entry, or a common prefix.
+type EntryListing struct {
+	Key          Key
+	Value        *Value
+	CommonPrefix bool
+}
+
+// RefsRecord is one record of a refs dump: exactly one field is set.
+type RefsRecord struct {
+	Commit *CommitRecord
+	Branch *BranchRecord
+	Tag    *TagRecord
+}
+
+// branchCache holds recently read branches for the writer's first read
+// only (seed 004). Keyed by repository incarnation, so a re-created
+// repository never sees its predecessor's branches.
+type branchCache struct {
+	ttl  time.Duration
+	size int
+	now  func() time.Time
+	mu   sync.Mutex
+	m    map[string]branchCacheEntry
+}
+
+type branchCacheEntry struct {
+	b  *Branch
+	at time.Time
+}
+
+func branchCacheKey(repo *RepositoryRecord, id BranchID) string {
+	return string(repo.RepositoryID) + "\x00" + string(repo.UniqueID) + "\x00" + string(id)
+}
+
+func cloneBranch(b *Branch) *Branch {
+	c := *b
+	c.SealedTokens = slices.Clone(b.SealedTokens)
+	return &c
+}
+
+func (c *branchCache) get(repo *RepositoryRecord, id BranchID) (*Branch, bool) {
+	if c.ttl < 0 {
+		return nil, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[branchCacheKey(repo, id)]
+	if !ok || c.now().Sub(e.at) > c.ttl {
+		return nil, false
+	}
+	return cloneBranch(e.b), true
+}
+
+func (c *branchCache) put(repo *RepositoryRecord, id BranchID, b *Branch) {
+	if c.ttl < 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= c.size {
+		// Entries live for a fraction of a second: dropping the lot is
+		// cheaper than tracking recency, and only costs a few re-reads.
+		clear(c.m)
+	}
+	c.m[branchCacheKey(repo, id)] = branchCacheEntry{b: cloneBranch(b), at: c.now()}
+}
+
+func (c *branchCache) forget(repo *RepositoryRecord, id BranchID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, branchCacheKey(repo, id))
+}
+
+// repoCache holds recently read repositories for the writer's first step
+// only; the writer's fence re-reads the repository, so a stale entry can
+// delay a write's refusal by one round trip, never acknowledge a write
+// into a deleted repository.
+type repoCache struct {
+	ttl  time.Duration
+	size int
+	now  func() time.Time
+	mu   sync.Mutex
+	m    map[RepositoryID]repoCacheEntry
+}
+
+type repoCacheEntry struct {
+	r  RepositoryRecord
+	at time.Time
+}
+
+func (c *repoCache) get(id RepositoryID) (*RepositoryRecord, bool) {
+	if c.ttl < 0 {
+		return nil, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[id]
+	if !ok || c.now().Sub(e.at) > c.ttl {
+		return nil, false
+	}
+	r := *e.r.Repository
+	return &RepositoryRecord{RepositoryID: id, Repository: &r}, true
+}
+
+func (c *repoCache) put(r *RepositoryRecord) {
+	if c.ttl < 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= c.size {
+		clear(c.m)
+	}
+	cp := *r.Repository
+	c.m[r.RepositoryID] = repoCacheEntry{r: RepositoryRecord{RepositoryID: r.RepositoryID, Repository: &cp}, at: c.now()}
+}
+
+func (c *repoCache) forget(id RepositoryID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, id)
+}
+
+// ---- repositories ----
+
+// initialCommit is the empty-tree root of every new repository.
+func (g *Graveler) initialCommit() Commit {
+	return Commit{
+		Version:      CurrentCommitVersion,
+		Committer:    "graveler",
+		Message:      "Repository created",
+		CreationDate: g.cfg.Now(),
+		Generation:   1,
+	}
+}
+
+func (g *Graveler) CreateRepository(ctx context.Context, id RepositoryID, ns StorageNamespace, defaultBranch BranchID) (*RepositoryRecord, error) {
+	if err := validateNewRepository(id, ns, defaultBranch); err != nil {
+		return nil, err
+	}
+	return g.refs.CreateRepository(ctx, id, Repository{StorageNamespace: ns, DefaultBranchID: defaultBranch}, g.initialCommit())
+}
+
+// CreateBareRepository creates a repository with no commit or branch, to
+// restore a refs dump into.
+func (g *Graveler) CreateBareRepository(ctx context.Context, id RepositoryID, ns StorageNamespace, defaultBranch BranchID) (*RepositoryRecord, error) {
+	if err := validateNewRepository(id, ns, defaultBranch); err != nil {
+		return nil, err
+	}
+	return g.refs.CreateBareRepository(ctx, id, Repository{StorageNamespace: ns, DefaultBranchID: defaultBranch})
+}
+
+func validateNewRepository(id RepositoryID, ns StorageNamespace, defaultBranch BranchID) error {
+	if err := ValidateRepositoryID(id); err != nil {
+		return err
+	}
+	if err := ValidateStorageNamespace(ns); err != nil {
+		return err
+	}
+	return ValidateBranchID(defaultBranch)
+}
+
+func (g *Graveler) GetRepository(ctx context.Context, id RepositoryID) (*RepositoryRecord, error) {
+	return g.refs.GetRepository(ctx, id)
+}
+
+func (g *Graveler) ListRepositories(ctx context.Context, opts ListOptions) iter.Seq2[*RepositoryRecord, error] {
+	return g.refs.ListRepositories(ctx, opts)
+}
+
+// DeleteRepository makes the repository invisible at once; its data is
+// reclaimed by the cleaner.
+func (g *Graveler) DeleteRepository(ctx context.Context, id RepositoryID) error {
+	g.repos.forget(id)
+	return g.refs.DeleteRepository(ctx, id)
+}
+
+// ---- branches ----
+
+// CreateBranch creates a branch at the commit source resolves to (a branch
+// source contributes its head commit, not its staged entries).
+func (g *Graveler) CreateBranch(ctx context.Context, repoID RepositoryID, branch BranchID, source Ref) (*BranchRecord, error) {
+	repo, err := g.refs.GetRepository(ctx, repoID)
+	if err != nil {
+		return nil, err
+	}
+	if err := ValidateBranchID(branch); err != nil {
+		return nil, err
+	}
+	res, err := g.resolve(ctx, repo, source)
+	if err != nil {
+		return nil, err
+	}
+	b := Branch{CommitID: res.CommitID, StagingToken: g.refs.NewStagingToken(repoID)}
+	if err := g.refs.CreateBranch(ctx, repo, branch, b); err != nil {
+		return nil, err
+	}
+	return &BranchRecord{BranchID: branch, Branch: &b}, nil
+}
+
+func (g *Graveler) GetBranch(ctx context.Context, repoID RepositoryID, branch BranchID) (*BranchRecord, error) {
+	repo, err := g.refs.GetRepository(ctx, repoID)
+	if err != nil {
+		return nil, err
+	}
+	b, err := g.refs.GetBranch(ctx, repo, branch)
+	if err != nil {
+		return nil, err
+	}
+	return &BranchRecord{BranchID: branch, Branch: b}, nil
+}
+
+func (g *Graveler) ListBranches(ctx context.Context, repoID RepositoryID, opts ListBranchesOptions) iter.Seq2[*BranchRecord, error] {
+	return func(yield func(*BranchRecord, error) bool) {
+		repo, err := g.refs.GetRepository(ctx, repoID)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		for b, err := range g.refs.ListBranches(ctx, repo, opts) {
+			if !yield(b, err) || err != nil {
+				return
+			}
+		}
+	}
+}
+
+// DeleteBranch deletes a branch; its staged entries go to the cleaner.
+func (g *Graveler) DeleteBranch(ctx context.Context, repoID RepositoryID, branch BranchID) error {
+	repo, err := g.refs.GetRepository(ctx, repoID)
+	if err != nil {
+		return err
+	}
+	g.cache.forget(repo, branch)
+	return g.refs.DeleteBranch(ctx, repo, branch)
+}
+
+// ---- tags ----
+
+func (g *Graveler) CreateTag(ctx context.Context, repoID RepositoryID, tag TagID, ref Ref) (CommitID, error) {
+	repo, err := g.refs.GetRepository(ctx, repoID)
+	if err != nil {
+		return "", err
+	}
+	if err := ValidateTagID(tag); err != nil {
+		return "", err
+	}
+	res, err := g.resolve(ctx, repo, ref)
+	if err != nil {
+		return "", err
+	}
+	if err := g.refs.CreateTag(ctx, repo, tag, res.CommitID); err != nil {
+		return "", err
+	}
+	return res.CommitID, nil
+}
+
+func (g *Graveler) GetTag(ctx context.Context, repoID RepositoryID, tag TagID) (CommitID, error) {
+	repo, err := g.refs.GetRepository(ctx, repoID)
+	if err != nil {
+		return "", err
+	}
+	return g.refs.GetTag(ctx, repo, tag)
+}
+
+func (g *Graveler) DeleteTag(ctx context.Context, repoID RepositoryID, tag TagID) error {
+	repo, err := g.refs.GetRepository(ctx, repoID)
+	if err != nil {
+		return err
+	}
+	return g.refs.DeleteTag(ctx, repo, tag)
+}
+
+func (g *Graveler) ListTags(ctx context.Context, repoID RepositoryID, opts ListOptions) iter.Seq2[*TagRecord, error] {
+	return func(yield func(*TagRecord, error) bool) {
+		repo, err := g.refs.GetRepository(ctx, repoID)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		for t, err := range g.refs.ListTags(ctx, repo, opts) {
+			if !yield(t, err) || err != nil {
+				return
+			}
+		}
+	}
+}
+
+// ---- refs and commits ----
+
+func (g *Graveler) resolve(ctx context.Context, repo *RepositoryRecord, ref Ref) (*ResolvedRef, error) {
+	raw, err := g.refs.ParseRef(ref)
+	if err != nil {
+		return nil, err
+	}
+	return g.refs.ResolveRawRef(ctx, repo, raw)
+}
+
+// Dereference resolves a reference expression.
+func (g *Graveler) Dereference(ctx context.Context, repoID RepositoryID, ref Ref) (*ResolvedRef, error) {
+	repo, err := g.refs.GetRepository(ctx, repoID)
+	if err != nil {
+		return nil, err
+	}
+	return g.resolve(ctx, repo, ref)
+}
+
+// GetCommit returns the commit ref resolves to.
+func (g *Graveler) GetCommit(ctx context.Context, repoID RepositoryID, ref Ref) (*CommitRecord, error) {
+	repo, err := g.refs.GetRepository(ctx, repoID)
+	if err != nil {
+		return nil, err
+	}
+	res, err := g.resolve(ctx, repo, ref)
+	if err != nil {
+		return nil, err
+	}
+	c, err := g.refs.GetCommit(ctx, repo, res.CommitID)
+	if err != nil {
+		return nil, err
+	}
+	return &CommitRecord{CommitID: res.CommitID, Commit: c}, nil
+}
+
+// Log streams the history of the commit ref resolves to, newest first.
+func (g *Graveler) Log(ctx context.Context, repoID RepositoryID, ref Ref, opts LogOptions) iter.Seq2[*CommitRecord, error] {
+	return func(yield func(*CommitRecord, error) bool) {
+		repo, err := g.refs.GetRepository(ctx, repoID)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		res, err := g.resolve(ctx, repo, ref)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		for c, err := range g.refs.Log(ctx, repo, res.CommitID, opts) {
+			if !yield(c, err) || err != nil {
+				return
+			}
+		}
+	}
+}
+
+func (g *Graveler) ListCommits(ctx context.Context, repoID RepositoryID, opts ListCommitsOptions) iter.Seq2[*CommitRecord, error] {
+	return func(yield func(*CommitRecord, error) bool) {
+		repo, err := g.refs.GetRepository(ctx, repoID)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		for c, err := range g.refs.ListCommits(ctx, repo, opts) {
+			if !yield(c, err) || err != nil {
+				return
+			}
+		}
+	}
+}
+
+// tokensStillHeld is the reader's fence: it reports whether every token
+// read from (read's) is still on the branch in a later read (cur). A token
+// is dropped only after a commit or reset removed it from the branch, so
+// if none was removed, nothing read can have been dropped mid-read. A
+// token sealed meanwhile is still held; the fresh token only holds writes
+// that did not complete before the read began, which a read may miss.
+func tokensStillHeld(read, cur *Branch) bool {
+	held := tokens(cur)
+	for _, t := range tokens(read) {
+		if !slices.Contains(held, t) {
+			return false
+		}
+	}
+	return true
+}
+
+// tokens returns a branch's staging tokens, newest first.
+func tokens(b *Branch) []StagingToken {
+	return append([]StagingToken{b.StagingToken}, b.SealedTokens...)
+}
+
+var errFenceRetries = errors.New("branch kept changing while it was read")
+
+func (g *Graveler) fenceExhausted(repo *RepositoryRecord, branch BranchID) error {
+	return fmt.Errorf("%w: %s of repository %s: %w", ErrTooManyRetries, branch, repo.RepositoryID, errFenceRetries)
+}

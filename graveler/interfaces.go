@@ -1,0 +1,155 @@
+package graveler
+
+import (
+	"context"
+	"iter"
+	"time"
+)
+
+// The interfaces below are owned by the Graveler service, their consumer.
+// ref.Manager, staging.Manager and committed.Manager implement them.
+
+// ListOptions page a listing: entries strictly after After, in order.
+type ListOptions struct {
+	After string
+}
+
+// BranchListOrder orders ListBranches.
+type BranchListOrder int
+
+const (
+	BranchListByName BranchListOrder = iota
+	BranchListByCommitID
+)
+
+// ListBranchesOptions page and order ListBranches. With BranchListByCommitID,
+// After is "<commit id>/<branch id>" of the last branch returned.
+type ListBranchesOptions struct {
+	After string
+	Order BranchListOrder
+}
+
+// LogOptions shape a commit log.
+type LogOptions struct {
+	// FirstParent follows only first parents.
+	FirstParent bool
+	// Since stops at commits created before it (zero: no bound).
+	Since time.Time
+}
+
+// ListCommitsOptions shape a listing of all commits of a repository.
+type ListCommitsOptions struct {
+	After string
+	// NotFirstParentOnly lists only commits that are no commit's first parent.
+	NotFirstParentOnly bool
+}
+
+// BranchUpdateFunc computes a branch's new record from its current one. It
+// may be called more than once (after a lost compare-and-swap). Returning
+// ErrSkipUpdate ends the update without writing.
+type BranchUpdateFunc func(*Branch) (*Branch, error)
+
+// RefManager stores repositories, branches, tags and commits.
+type RefManager interface {
+	// CreateRepository creates a repository with its initial commit (empty
+	// tree) and default branch: initial -> commit -> branch -> active.
+	CreateRepository(ctx context.Context, id RepositoryID, repo Repository, initialCommit Commit) (*RepositoryRecord, error)
+	// CreateBareRepository creates an active repository with no branch or
+	// commit, for RestoreRefs.
+	CreateBareRepository(ctx context.Context, id RepositoryID, repo Repository) (*RepositoryRecord, error)
+	// GetRepository returns an active repository, or ErrRepositoryNotFound.
+	GetRepository(ctx context.Context, id RepositoryID) (*RepositoryRecord, error)
+	// ListRepositories walks active repositories by name after opts.After.
+	ListRepositories(ctx context.Context, opts ListOptions) iter.Seq2[*RepositoryRecord, error]
+	// DeleteRepository marks the repository deleting, queues its partition
+	// for the cleaner and removes its record. The name is reusable at once.
+	DeleteRepository(ctx context.Context, id RepositoryID) error
+
+	// ParseRef parses a reference expression.
+	ParseRef(ref Ref) (RawRef, error)
+	// ResolveRawRef resolves a parsed reference within repo.
+	ResolveRawRef(ctx context.Context, repo *RepositoryRecord, raw RawRef) (*ResolvedRef, error)
+
+	// GetBranch reads a branch from the store (amortized: concurrent reads of
+	// one branch share one kv read; never served from a cache).
+	GetBranch(ctx context.Context, repo *RepositoryRecord, id BranchID) (*Branch, error)
+	// CreateBranch creates a branch, or ErrBranchExists.
+	CreateBranch(ctx context.Context, repo *RepositoryRecord, id BranchID, branch Branch) error
+	// BranchUpdate applies f in a read-modify-SetIf loop with bounded,
+	// jittered retries; ErrTooManyRetries when it gives up.
+	BranchUpdate(ctx context.Context, repo *RepositoryRecord, id BranchID, f BranchUpdateFunc) error
+	// DeleteBranch deletes a branch and queues its tokens for the cleaner.
+	DeleteBranch(ctx context.Context, repo *RepositoryRecord, id BranchID) error
+	// ListBranches walks branches in the order opts.Order names.
+	ListBranches(ctx context.Context, repo *RepositoryRecord, opts ListBranchesOptions) iter.Seq2[*BranchRecord, error]
+
+	GetTag(ctx context.Context, repo *RepositoryRecord, id TagID) (CommitID, error)
+	CreateTag(ctx context.Context, repo *RepositoryRecord, id TagID, commitID CommitID) error
+	DeleteTag(ctx context.Context, repo *RepositoryRecord, id TagID) error
+	ListTags(ctx context.Context, repo *RepositoryRecord, opts ListOptions) iter.Seq2[*TagRecord, error]
+
+	// GetCommit reads a commit by full id.
+	GetCommit(ctx context.Context, repo *RepositoryRecord, id CommitID) (*Commit, error)
+	// GetCommitByPrefix finds the one commit whose id starts with prefix.
+	GetCommitByPrefix(ctx context.Context, repo *RepositoryRecord, prefix CommitID) (*Commit, CommitID, error)
+	// AddCommit stores a commit under the hash of its content and returns
+	// the id; adding the same commit again is a no-op.
+	AddCommit(ctx context.Context, repo *RepositoryRecord, commit Commit) (CommitID, error)
+	// FindMergeBase returns the best common ancestor of two commits.
+	FindMergeBase(ctx context.Context, repo *RepositoryRecord, left, right CommitID) (*CommitRecord, error)
+	// Log walks history from a commit, by generation then date, newest first.
+	Log(ctx context.Context, repo *RepositoryRecord, from CommitID, opts LogOptions) iter.Seq2[*CommitRecord, error]
+	// ListCommits walks every commit of a repository by id.
+	ListCommits(ctx context.Context, repo *RepositoryRecord, opts ListCommitsOptions) iter.Seq2[*CommitRecord, error]
+	// DeleteStagingTokens queues staging tokens for the cleaner.
+	DeleteStagingTokens(ctx context.Context, tokens []StagingToken) error
+	// NewStagingToken returns a fresh, unique staging token for a branch of repo.
+	NewStagingToken(repo RepositoryID) StagingToken
+}
+
+// StagingManager stores uncommitted entries, one partition per token.
+type StagingManager interface {
+	// Get returns a staged value; a nil *Value with nil error is a tombstone;
+	// ErrEntryNotFound when nothing is staged for key.
+	Get(ctx context.Context, st StagingToken, key Key) (*Value, error)
+	// Set stages value for key; a nil value stages a tombstone.
+	Set(ctx context.Context, st StagingToken, key Key, value *Value) error
+	// SetBatch stages many records (nil Value: tombstone); not atomic.
+	SetBatch(ctx context.Context, st StagingToken, records []*ValueRecord) error
+	// DropKey removes whatever is staged for key (not a tombstone: nothing).
+	DropKey(ctx context.Context, st StagingToken, key Key) error
+	// DropByPrefix removes everything staged under prefix.
+	DropByPrefix(ctx context.Context, st StagingToken, prefix Key) error
+	// Drop removes a whole token's partition, in bounded chunks.
+	Drop(ctx context.Context, st StagingToken) error
+	// List iterates a token's entries (tombstones included) in key order.
+	List(ctx context.Context, st StagingToken) (ValueIterator, error)
+}
+
+// CommittedManager stores committed entries as ranges and metaranges in the
+// blob store under a storage namespace. MetaRangeID "" is the empty tree and
+// is accepted everywhere a metarange is.
+type CommittedManager interface {
+	// Get returns a committed value or ErrEntryNotFound.
+	Get(ctx context.Context, ns StorageNamespace, mr MetaRangeID, key Key) (*Value, error)
+	// List iterates a metarange in key order; SeekGE to start elsewhere.
+	List(ctx context.Context, ns StorageNamespace, mr MetaRangeID) (ValueIterator, error)
+	// Diff iterates the differences from left to right, skipping shared ranges.
+	Diff(ctx context.Context, ns StorageNamespace, left, right MetaRangeID) (DiffIterator, error)
+	// Merge three-way merges source into destination over base.
+	Merge(ctx context.Context, ns StorageNamespace, destination, source, base MetaRangeID, strategy MergeStrategy) (MetaRangeID, DiffSummary, error)
+	// Apply writes base with changes (sorted, nil Value = delete) applied,
+	// passing untouched ranges through by reference. ErrNoChanges when
+	// nothing changed and !opts.AllowEmpty.
+	Apply(ctx context.Context, ns StorageNamespace, base MetaRangeID, changes ValueIterator, opts ApplyOptions) (MetaRangeID, DiffSummary, error)
+	// WriteMetaRangeByIterator writes a metarange from any sorted iterator
+	// (tombstones are an error).
+	WriteMetaRangeByIterator(ctx context.Context, ns StorageNamespace, it ValueIterator) (MetaRangeID, error)
+	// Exists reports whether a metarange is stored.
+	Exists(ctx context.Context, ns StorageNamespace, mr MetaRangeID) (bool, error)
+}
+
+// ApplyOptions shape Apply.
+type ApplyOptions struct {
+	AllowEmpty bool
+}

@@ -1,0 +1,47 @@
+package graveler
+
+import (
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+var (
+	commitDuration = promauto.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "graveler_commit_duration_seconds",
+		Help:    "Duration of Commit calls, by outcome (ok, no_changes, error).",
+		Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
+	}, []string{"outcome"})
+	commitRebases = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "graveler_commit_rebases_total",
+		Help: "Commits that found the branch moved by a concurrent commit and re-applied their remaining sealed tokens onto the new head (seed 004's overlap rule).",
+	})
+	writeRetries = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "graveler_write_retries_total",
+		Help: "Staged writes repeated into a new staging token because a commit sealed the one they wrote to.",
+	})
+	readRetries = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "graveler_read_retries_total",
+		Help: "Branch reads repeated because the branch's head or staging tokens changed while they read.",
+	})
+	tokenQueueFailures = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "graveler_token_queue_failures_total",
+		Help: "Consumed staging tokens that could not be queued for the cleaner; the cleaner's orphan sweep reclaims them.",
+	})
+)
+
+func observeCommit(start time.Time, err error) {
+	outcome := "ok"
+	switch {
+	case err == nil:
+	case errorsIsNoChanges(err):
+		outcome = "no_changes"
+	default:
+		outcome = "error"
+	}
+	commitDuration.WithLabelValues(outcome).Observe(time.Since(start).Seconds())
+}
+
+func errorsIsNoChanges(err error) bool { return errors.Is(err, ErrNoChanges) }

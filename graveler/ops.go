@@ -1,0 +1,347 @@
+package graveler
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"slices"
+)
+
+// DiffUncommitted iterates a branch's staged changes against its head
+// commit, in key order. Unlike single reads it takes no fence: it streams,
+// and a token is only dropped by the cleaner after a commit consumed it,
+// so a diff that overlaps a commit may show changes that were just
+// committed, never an error.
+func (g *Graveler) DiffUncommitted(ctx context.Context, repoID RepositoryID, branch BranchID) (DiffIterator, error) {
+	repo, err := g.refs.GetRepository(ctx, repoID)
+	if err != nil {
+		return nil, err
+	}
+	b, err := g.refs.GetBranch(ctx, repo, branch)
+	if err != nil {
+		return nil, err
+	}
+	c, err := g.refs.GetCommit(ctx, repo, b.CommitID)
+	if err != nil {
+		return nil, err
+	}
+	stagedIt, err := g.changesIterator(ctx, tokens(b))
+	if err != nil {
+		return nil, err
+	}
+	committedIt, err := g.committed.List(ctx, repo.StorageNamespace, c.MetaRangeID)
+	if err != nil {
+		stagedIt.Close()
+		return nil, err
+	}
+	return &uncommittedDiffIterator{staged: stagedIt, committed: committedIt}, nil
+}
+
+// Diff iterates the differences between the commits two refs resolve to
+// (a branch contributes its head commit; DiffUncommitted shows staging).
+func (g *Graveler) Diff(ctx context.Context, repoID RepositoryID, left, right Ref) (DiffIterator, error) {
+	repo, err := g.refs.GetRepository(ctx, repoID)
+	if err != nil {
+		return nil, err
+	}
+	l, err := g.resolve(ctx, repo, left)
+	if err != nil {
+		return nil, err
+	}
+	r, err := g.resolve(ctx, repo, right)
+	if err != nil {
+		return nil, err
+	}
+	return g.committed.Diff(ctx, repo.StorageNamespace, l.MetaRangeID, r.MetaRangeID)
+}
+
+// cleanBranch reads a branch and fails with ErrDirtyBranch if it stages
+// anything: merge, revert and cherry-pick write commits onto clean
+// branches only, as in lakeFS.
+func (g *Graveler) cleanBranch(ctx context.Context, repo *RepositoryRecord, branch BranchID) (*Branch, *Commit, error) {
+	if err := ValidateBranchID(branch); err != nil {
+		return nil, nil, err
+	}
+	b, err := g.refs.GetBranch(ctx, repo, branch)
+	if err != nil {
+		return nil, nil, err
+	}
+	dirty, err := g.isDirty(ctx, b)
+	if err != nil {
+		return nil, nil, err
+	}
+	if dirty {
+		return nil, nil, fmt.Errorf("%w: %s of repository %s", ErrDirtyBranch, branch, repo.RepositoryID)
+	}
+	c, err := g.refs.GetCommit(ctx, repo, b.CommitID)
+	if err != nil {
+		return nil, nil, err
+	}
+	return b, c, nil
+}
+
+// Merge merges source into a clean destination branch as a two-parent
+// commit (destination head first). The merge base is the best common
+// ancestor by generation. ErrNothingToMerge when source is already an
+// ancestor of the destination; *MergeConflictError (wrapping
+// ErrMergeConflict) names conflicting keys under MergeStrategyNone.
+func (g *Graveler) Merge(ctx context.Context, repoID RepositoryID, destination BranchID, source Ref, params MergeParams) (CommitID, error) {
+	repo, err := g.refs.GetRepository(ctx, repoID)
+	if err != nil {
+		return "", err
+	}
+	b, destCommit, err := g.cleanBranch(ctx, repo, destination)
+	if err != nil {
+		return "", err
+	}
+	src, err := g.resolve(ctx, repo, source)
+	if err != nil {
+		return "", err
+	}
+	base, err := g.refs.FindMergeBase(ctx, repo, b.CommitID, src.CommitID)
+	if err != nil {
+		return "", err
+	}
+	if base.CommitID == src.CommitID {
+		return "", fmt.Errorf("%w: %s into %s", ErrNothingToMerge, source, destination)
+	}
+	mr, _, err := g.committed.Merge(ctx, repo.StorageNamespace, destCommit.MetaRangeID, src.MetaRangeID, base.MetaRangeID, params.Strategy)
+	if errors.Is(err, ErrNoChanges) {
+		// Source's changes are already in the destination's tree: still
+		// record the merge, so history says source was merged.
+		mr, err = destCommit.MetaRangeID, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	msg := params.Message
+	if msg == "" {
+		msg = fmt.Sprintf("Merge '%s' into '%s'", source, destination)
+	}
+	id, err := g.refs.AddCommit(ctx, repo, Commit{
+		Version:      CurrentCommitVersion,
+		Committer:    params.Committer,
+		Message:      msg,
+		MetaRangeID:  mr,
+		CreationDate: g.cfg.Now(),
+		Parents:      []CommitID{b.CommitID, src.CommitID},
+		Metadata:     params.Metadata,
+	})
+	if err != nil {
+		return "", err
+	}
+	if err := g.moveHead(ctx, repo, destination, b.CommitID, id); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+// pickParent returns the parent of c that revert and cherry-pick compare
+// against: parentNumber is 1-based, and 0 is allowed only for a commit
+// with a single parent.
+func pickParent(c *CommitRecord, parentNumber int) (CommitID, error) {
+	switch {
+	case parentNumber < 0:
+		return "", fmt.Errorf("%w: %d", ErrInvalidParentNumber, parentNumber)
+	case len(c.Parents) == 0:
+		return "", fmt.Errorf("%w: commit %s is a root commit with no parent to compare with", ErrInvalidArgument, c.CommitID)
+	case parentNumber == 0 && len(c.Parents) > 1:
+		return "", fmt.Errorf("%w: commit %s has %d parents", ErrRevertMergeNoParent, c.CommitID, len(c.Parents))
+	case parentNumber > len(c.Parents):
+		return "", fmt.Errorf("%w: commit %s has %d parents, not %d", ErrInvalidParentNumber, c.CommitID, len(c.Parents), parentNumber)
+	}
+	return c.Parents[max(parentNumber, 1)-1], nil
+}
+
+// applyCommitDelta applies to a clean branch the change from `from` to
+// `to` (a three-way merge with `from` as base), as a one-parent commit.
+func (g *Graveler) applyCommitDelta(ctx context.Context, repo *RepositoryRecord, branch BranchID, from, to MetaRangeID, params CommitParams) (CommitID, error) {
+	b, head, err := g.cleanBranch(ctx, repo, branch)
+	if err != nil {
+		return "", err
+	}
+	mr, _, err := g.committed.Merge(ctx, repo.StorageNamespace, head.MetaRangeID, to, from, MergeStrategyNone)
+	if errors.Is(err, ErrNoChanges) && params.AllowEmpty {
+		mr, err = head.MetaRangeID, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	id, err := g.refs.AddCommit(ctx, repo, Commit{
+		Version:      CurrentCommitVersion,
+		Committer:    params.Committer,
+		Message:      params.Message,
+		MetaRangeID:  mr,
+		CreationDate: g.cfg.Now(),
+		Parents:      []CommitID{b.CommitID},
+		Metadata:     params.Metadata,
+	})
+	if err != nil {
+		return "", err
+	}
+	if err := g.moveHead(ctx, repo, branch, b.CommitID, id); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+// pick resolves ref to a commit and the parent parentNumber names.
+func (g *Graveler) pick(ctx context.Context, repoID RepositoryID, ref Ref, parentNumber int) (*RepositoryRecord, *CommitRecord, *Commit, error) {
+	repo, err := g.refs.GetRepository(ctx, repoID)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	res, err := g.resolve(ctx, repo, ref)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	c, err := g.refs.GetCommit(ctx, repo, res.CommitID)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	rec := &CommitRecord{CommitID: res.CommitID, Commit: c}
+	pid, err := pickParent(rec, parentNumber)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	parent, err := g.refs.GetCommit(ctx, repo, pid)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return repo, rec, parent, nil
+}
+
+// Revert commits the inverse of ref's changes (against parent parentNumber,
+// 1-based; 0 for a commit with one parent) onto a clean branch.
+func (g *Graveler) Revert(ctx context.Context, repoID RepositoryID, branch BranchID, ref Ref, parentNumber int, params CommitParams) (CommitID, error) {
+	repo, c, parent, err := g.pick(ctx, repoID, ref, parentNumber)
+	if err != nil {
+		return "", err
+	}
+	if params.Message == "" {
+		params.Message = fmt.Sprintf("Revert %s", c.CommitID)
+	}
+	return g.applyCommitDelta(ctx, repo, branch, c.MetaRangeID, parent.MetaRangeID, params)
+}
+
+// CherryPick commits ref's changes (against parent parentNumber) onto a
+// clean branch.
+func (g *Graveler) CherryPick(ctx context.Context, repoID RepositoryID, branch BranchID, ref Ref, parentNumber int, params CommitParams) (CommitID, error) {
+	repo, c, parent, err := g.pick(ctx, repoID, ref, parentNumber)
+	if err != nil {
+		return "", err
+	}
+	if params.Message == "" {
+		params.Message = c.Message
+	}
+	return g.applyCommitDelta(ctx, repo, branch, parent.MetaRangeID, c.MetaRangeID, params)
+}
+
+// DumpRefs streams every commit, branch and tag of a repository: commits
+// first, parents before children (by generation), so a restore can replay
+// them in order. The commits are sorted in memory, one record each.
+func (g *Graveler) DumpRefs(ctx context.Context, repoID RepositoryID) iter.Seq2[*RefsRecord, error] {
+	return func(yield func(*RefsRecord, error) bool) {
+		repo, err := g.refs.GetRepository(ctx, repoID)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		var commits []*CommitRecord
+		for c, err := range g.refs.ListCommits(ctx, repo, ListCommitsOptions{}) {
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			commits = append(commits, c)
+		}
+		slices.SortFunc(commits, func(a, b *CommitRecord) int {
+			return cmp.Or(cmp.Compare(a.Generation, b.Generation), cmp.Compare(a.CommitID, b.CommitID))
+		})
+		for _, c := range commits {
+			if !yield(&RefsRecord{Commit: c}, nil) {
+				return
+			}
+		}
+		for b, err := range g.refs.ListBranches(ctx, repo, ListBranchesOptions{}) {
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			if !yield(&RefsRecord{Branch: b}, nil) {
+				return
+			}
+		}
+		for t, err := range g.refs.ListTags(ctx, repo, ListOptions{}) {
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			if !yield(&RefsRecord{Tag: t}, nil) {
+				return
+			}
+		}
+	}
+}
+
+// RestoreRefs loads a dump into a bare repository (no branch, no commit).
+// Commits keep their ids, which is checked; branches get fresh, empty
+// staging tokens. A failed restore can be repeated into a new bare
+// repository; records already stored are left for the cleaner with it.
+func (g *Graveler) RestoreRefs(ctx context.Context, repoID RepositoryID, records iter.Seq2[*RefsRecord, error]) error {
+	repo, err := g.refs.GetRepository(ctx, repoID)
+	if err != nil {
+		return err
+	}
+	for _, err := range g.refs.ListBranches(ctx, repo, ListBranchesOptions{}) {
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: %s has branches", ErrNotBareRepository, repoID)
+	}
+	for _, err := range g.refs.ListCommits(ctx, repo, ListCommitsOptions{}) {
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: %s has commits", ErrNotBareRepository, repoID)
+	}
+	n := 0
+	for r, err := range records {
+		if err != nil {
+			return err
+		}
+		n++
+		switch {
+		case r == nil:
+			return fmt.Errorf("%w: restore record %d is empty", ErrInvalidArgument, n)
+		case r.Commit != nil && r.Commit.Commit != nil:
+			id, err := g.refs.AddCommit(ctx, repo, *r.Commit.Commit)
+			if err != nil {
+				return fmt.Errorf("restore record %d (commit %s): %w", n, r.Commit.CommitID, err)
+			}
+			if id != r.Commit.CommitID {
+				return fmt.Errorf("%w: restore record %d: commit %s hashes to %s", ErrInvalidArgument, n, r.Commit.CommitID, id)
+			}
+		case r.Branch != nil && r.Branch.Branch != nil:
+			if _, err := g.refs.GetCommit(ctx, repo, r.Branch.CommitID); err != nil {
+				return fmt.Errorf("restore record %d (branch %s): %w", n, r.Branch.BranchID, err)
+			}
+			b := Branch{CommitID: r.Branch.CommitID, StagingToken: g.refs.NewStagingToken(repoID)}
+			if err := g.refs.CreateBranch(ctx, repo, r.Branch.BranchID, b); err != nil {
+				return fmt.Errorf("restore record %d: %w", n, err)
+			}
+		case r.Tag != nil:
+			if _, err := g.refs.GetCommit(ctx, repo, r.Tag.CommitID); err != nil {
+				return fmt.Errorf("restore record %d (tag %s): %w", n, r.Tag.TagID, err)
+			}
+			if err := g.refs.CreateTag(ctx, repo, r.Tag.TagID, r.Tag.CommitID); err != nil {
+				return fmt.Errorf("restore record %d: %w", n, err)
+			}
+		default:
+			return fmt.Errorf("%w: restore record %d has no commit, branch or tag", ErrInvalidArgument, n)
+		}
+	}
+	return nil
+}

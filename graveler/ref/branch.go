@@ -1,0 +1,322 @@
+package ref
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"graveler/graveler"
+	"graveler/keys"
+	"graveler/kv"
+)
+
+func cloneBranch(b *graveler.Branch) *graveler.Branch {
+	c := *b
+	c.SealedTokens = slices.Clone(b.SealedTokens)
+	return &c
+}
+
+func validateBranch(b *graveler.Branch) error {
+	if b == nil {
+		return fmt.Errorf("%w: missing branch", graveler.ErrInvalidArgument)
+	}
+	if err := graveler.ValidateCommitID(b.CommitID); err != nil {
+		return err
+	}
+	if err := validateToken(b.StagingToken); err != nil {
+		return err
+	}
+	for _, t := range b.SealedTokens {
+		if err := validateToken(t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readBranch is one kv read of a branch, with its predicate.
+func (m *Manager) readBranch(ctx context.Context, part []byte, repo graveler.RepositoryID, id graveler.BranchID) (*graveler.Branch, kv.Predicate, error) {
+	data, pred, err := m.store.Get(ctx, part, keys.Branch(string(id)))
+	if errors.Is(err, kv.ErrNotFound) {
+		return nil, kv.Absent, fmt.Errorf("%w: %s in repository %s", graveler.ErrBranchNotFound, id, repo)
+	}
+	if err != nil {
+		return nil, kv.Absent, storeErr(err, "get branch %s of repository %s", id, repo)
+	}
+	b, err := DecodeBranch(data)
+	if err != nil {
+		return nil, kv.Absent, fmt.Errorf("branch %s of repository %s: %w", id, repo, err)
+	}
+	return b, pred, nil
+}
+
+// GetBranch reads a branch. Concurrent calls for the same branch within
+// Config.BranchReadWindow share one kv read; a call never shares a read that
+// started before it was made, so it always sees every write that completed
+// before it.
+func (m *Manager) GetBranch(ctx context.Context, repo *graveler.RepositoryRecord, id graveler.BranchID) (*graveler.Branch, error) {
+	part, err := repoPartition(repo)
+	if err != nil {
+		return nil, err
+	}
+	if err := graveler.ValidateBranchID(id); err != nil {
+		return nil, err
+	}
+	read := func(ctx context.Context) (*graveler.Branch, error) {
+		branchReads.Inc()
+		b, _, err := m.readBranch(ctx, part, repo.RepositoryID, id)
+		return b, err
+	}
+	if m.cfg.BranchReadWindow < 0 {
+		return read(ctx)
+	}
+	b, joined, err := m.branches.do(ctx, string(part)+"\x00"+string(id), read)
+	if joined {
+		branchReadsSaved.Inc()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return cloneBranch(b), nil
+}
+
+func (m *Manager) createBranch(ctx context.Context, part []byte, repo graveler.RepositoryID, id graveler.BranchID, b *graveler.Branch) error {
+	data, err := encodeBranch(b)
+	if err != nil {
+		return err
+	}
+	err = m.store.SetIf(ctx, part, keys.Branch(string(id)), data, kv.Absent)
+	if errors.Is(err, kv.ErrPredicateFailed) {
+		return fmt.Errorf("%w: %s in repository %s", graveler.ErrBranchExists, id, repo)
+	}
+	if err != nil {
+		return storeErr(err, "create branch %s of repository %s", id, repo)
+	}
+	return nil
+}
+
+// CreateBranch creates a branch, or fails with ErrBranchExists. An empty
+// StagingToken is replaced by a fresh one.
+func (m *Manager) CreateBranch(ctx context.Context, repo *graveler.RepositoryRecord, id graveler.BranchID, branch graveler.Branch) error {
+	part, err := repoPartition(repo)
+	if err != nil {
+		return err
+	}
+	if err := graveler.ValidateBranchID(id); err != nil {
+		return err
+	}
+	b := cloneBranch(&branch)
+	if b.StagingToken == "" {
+		b.StagingToken = m.NewStagingToken(repo.RepositoryID)
+	}
+	if err := validateBranch(b); err != nil {
+		return fmt.Errorf("branch %s of repository %s: %w", id, repo.RepositoryID, err)
+	}
+	return m.createBranch(ctx, part, repo.RepositoryID, id, b)
+}
+
+// backoff sleeps before retry number attempt (0-based): a uniformly random
+// duration below min(max, base*2^attempt), so that contenders spread out.
+func (m *Manager) backoff(ctx context.Context, attempt int) error {
+	ceiling := m.cfg.BranchUpdateMaxBackoff
+	if attempt < 30 {
+		ceiling = min(ceiling, m.cfg.BranchUpdateBackoff<<attempt)
+	}
+	d := time.Duration(rand.Int64N(int64(ceiling)) + 1)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// BranchUpdate applies f to the branch in a read-modify-SetIf loop. Reads
+// go straight to the store (never through the amortized reader, whose
+// result may be older than the predicate needs). f may run more than once;
+// ErrSkipUpdate from f ends the update without writing. After
+// Config.BranchUpdateMaxRetries lost compare-and-swaps it gives up with
+// ErrTooManyRetries.
+func (m *Manager) BranchUpdate(ctx context.Context, repo *graveler.RepositoryRecord, id graveler.BranchID, f graveler.BranchUpdateFunc) error {
+	part, err := repoPartition(repo)
+	if err != nil {
+		return err
+	}
+	if err := graveler.ValidateBranchID(id); err != nil {
+		return err
+	}
+	for attempt := 0; ; attempt++ {
+		cur, pred, err := m.readBranch(ctx, part, repo.RepositoryID, id)
+		if err != nil {
+			return err
+		}
+		next, err := f(cur)
+		if errors.Is(err, graveler.ErrSkipUpdate) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := validateBranch(next); err != nil {
+			return fmt.Errorf("update branch %s of repository %s: %w", id, repo.RepositoryID, err)
+		}
+		data, err := encodeBranch(next)
+		if err != nil {
+			return err
+		}
+		err = m.store.SetIf(ctx, part, keys.Branch(string(id)), data, pred)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, kv.ErrPredicateFailed) {
+			return storeErr(err, "update branch %s of repository %s", id, repo.RepositoryID)
+		}
+		if attempt >= m.cfg.BranchUpdateMaxRetries {
+			branchUpdateGiveUps.Inc()
+			return fmt.Errorf("update branch %s of repository %s after %d retries: %w", id, repo.RepositoryID, attempt, graveler.ErrTooManyRetries)
+		}
+		branchUpdateRetries.Inc()
+		if err := m.backoff(ctx, attempt); err != nil {
+			return err
+		}
+	}
+}
+
+// DeleteBranch deletes a branch. Its staging and sealed tokens are queued
+// for the cleaner before the record goes, so a crash leaks nothing. The
+// store has no conditional delete: the record is re-read after queueing and
+// the tokens of any newer version queued too, before the Delete.
+func (m *Manager) DeleteBranch(ctx context.Context, repo *graveler.RepositoryRecord, id graveler.BranchID) error {
+	part, err := repoPartition(repo)
+	if err != nil {
+		return err
+	}
+	if err := graveler.ValidateBranchID(id); err != nil {
+		return err
+	}
+	if id == repo.DefaultBranchID {
+		return fmt.Errorf("%w: %s of repository %s", graveler.ErrDeleteDefaultBranch, id, repo.RepositoryID)
+	}
+	b, pred, err := m.readBranch(ctx, part, repo.RepositoryID, id)
+	if err != nil {
+		return err
+	}
+	for attempt := 0; ; attempt++ {
+		if err := m.DeleteStagingTokens(ctx, append([]graveler.StagingToken{b.StagingToken}, b.SealedTokens...)); err != nil {
+			return fmt.Errorf("delete branch %s of repository %s: %w", id, repo.RepositoryID, err)
+		}
+		again, againPred, err := m.readBranch(ctx, part, repo.RepositoryID, id)
+		if errors.Is(err, graveler.ErrBranchNotFound) {
+			return nil // deleted concurrently, after its tokens were queued
+		}
+		if err != nil {
+			return err
+		}
+		if againPred == pred {
+			break
+		}
+		if attempt >= m.cfg.BranchUpdateMaxRetries {
+			return fmt.Errorf("delete branch %s of repository %s: %w", id, repo.RepositoryID, graveler.ErrTooManyRetries)
+		}
+		b, pred = again, againPred
+	}
+	if err := m.store.Delete(ctx, part, keys.Branch(string(id))); err != nil {
+		return storeErr(err, "delete branch %s of repository %s", id, repo.RepositoryID)
+	}
+	return nil
+}
+
+// ListBranches walks branches by name, or by commit id (then name). By
+// commit id the branches are loaded and sorted in memory (a repository has
+// few branches compared to commits or entries); After is then
+// "<commit id>/<branch id>".
+func (m *Manager) ListBranches(ctx context.Context, repo *graveler.RepositoryRecord, opts graveler.ListBranchesOptions) iter.Seq2[*graveler.BranchRecord, error] {
+	return func(yield func(*graveler.BranchRecord, error) bool) {
+		part, err := repoPartition(repo)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		switch opts.Order {
+		case graveler.BranchListByName:
+			for rec, err := range m.scanBranches(ctx, part, repo.RepositoryID, opts.After) {
+				if !yield(rec, err) || err != nil {
+					return
+				}
+			}
+		case graveler.BranchListByCommitID:
+			var all []*graveler.BranchRecord
+			for rec, err := range m.scanBranches(ctx, part, repo.RepositoryID, "") {
+				if err != nil {
+					yield(nil, err)
+					return
+				}
+				all = append(all, rec)
+			}
+			slices.SortFunc(all, func(a, b *graveler.BranchRecord) int {
+				return cmp.Or(cmp.Compare(a.CommitID, b.CommitID), cmp.Compare(a.BranchID, b.BranchID))
+			})
+			for _, rec := range all {
+				if opts.After != "" && string(rec.CommitID)+"/"+string(rec.BranchID) <= opts.After {
+					continue
+				}
+				if !yield(rec, nil) {
+					return
+				}
+			}
+		default:
+			yield(nil, fmt.Errorf("%w: branch list order %d", graveler.ErrInvalidArgument, opts.Order))
+		}
+	}
+}
+
+func (m *Manager) scanBranches(ctx context.Context, part []byte, repo graveler.RepositoryID, afterName string) iter.Seq2[*graveler.BranchRecord, error] {
+	return func(yield func(*graveler.BranchRecord, error) bool) {
+		for e, err := range m.store.Scan(ctx, part, kv.ScanOptions{Start: after(keys.BranchesPrefix, afterName)}) {
+			if err != nil {
+				yield(nil, storeErr(err, "list branches of repository %s", repo))
+				return
+			}
+			if !strings.HasPrefix(string(e.Key), keys.BranchesPrefix) {
+				return
+			}
+			name, err := keys.ParseRecord(keys.BranchesPrefix, e.Key)
+			if err != nil {
+				yield(nil, fmt.Errorf("%w: %w", ErrCorruptRecord, err))
+				return
+			}
+			b, err := DecodeBranch(e.Value)
+			if err != nil {
+				yield(nil, fmt.Errorf("branch %s of repository %s: %w", name, repo, err))
+				return
+			}
+			if !yield(&graveler.BranchRecord{BranchID: graveler.BranchID(name), Branch: b}, nil) {
+				return
+			}
+		}
+	}
+}
+
+// DeleteStagingTokens queues tokens for the cleaner, which drops their
+// partitions.
+func (m *Manager) DeleteStagingTokens(ctx context.Context, tokens []graveler.StagingToken) error {
+	for _, t := range tokens {
+		if err := validateToken(t); err != nil {
+			return err
+		}
+	}
+	for _, t := range tokens {
+		if err := m.store.Set(ctx, keys.Deleted(), keys.DeletedToken(string(t)), m.deletedMarker()); err != nil {
+			return storeErr(err, "queue staging token %s", t)
+		}
+	}
+	return nil
+}

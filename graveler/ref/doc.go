@@ -1,0 +1,36 @@
+// Package ref stores graveler's references on a kv.Store: repository
+// records (graveler partition), and per repository incarnation its
+// branches, tags and commit records (partition repo/<repo>-<unique id>).
+// Manager implements graveler.RefManager.
+//
+// Repository lifecycle (DESIGN.md, seed 003 step 2). A repository is created
+// as initial, then gets its initial commit and default branch, then becomes
+// active; each step is one kv operation, so a crash leaves either an active
+// repository or an initial record that expires after
+// Config.RepositoryCreationTimeout, when the next caller that meets it queues
+// it under graveler_deleted/repos/<repo>/<unique id> for the cleaner. Delete
+// marks the record deleting, queues it, then removes it: the name is free
+// at once and the old partition is unreachable. Deleted branches and
+// staging tokens are queued under graveler_deleted/tokens/<token>.
+//
+// Branches change only through compare-and-swap (BranchUpdate: a bounded,
+// jittered read-modify-SetIf loop). GetBranch amortizes reads: concurrent
+// readers of one branch share a kv read, but never one that started before
+// they arrived, so a read always sees every write completed before it.
+//
+// Commits are content addressed (ComputeCommitID documents the encoding),
+// so adding a commit twice is a no-op. Log streams history holding only the
+// walk's frontier.
+//
+// Records are protobuf messages (package refpb) with a format version; a
+// record of a newer format is refused with ErrUnknownFormat.
+//
+// Concurrency: a Manager is safe for concurrent use by many goroutines and
+// many processes sharing one store; it holds no lock across kv calls. It
+// needs no Close; the caller owns and closes the store.
+//
+// Errors wrap the graveler sentinels (ErrRepositoryNotFound, ErrBranchExists,
+// ErrTooManyRetries, ErrRefAmbiguous, ...), with graveler.ErrUnavailable or
+// graveler.ErrAmbiguous added when the store reports kv.ErrUnavailable or
+// kv.ErrAmbiguous. Invalid input is graveler.ErrInvalidArgument.
+package ref

@@ -1,0 +1,435 @@
+package ref
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"graveler/graveler"
+	"graveler/keys"
+	"graveler/kv"
+)
+
+// Manager implements graveler.RefManager on a kv.Store.
+type Manager struct {
+	store    kv.Store
+	cfg      Config
+	log      *zap.Logger
+	branches *readBatcher[*graveler.Branch]
+	repos    *readBatcher[repoRead]
+	commits  *commitCache
+}
+
+// repoRead is one read of a repository record, shared by amortized readers.
+type repoRead struct {
+	r    *graveler.Repository
+	pred kv.Predicate
+}
+
+var _ graveler.RefManager = (*Manager)(nil)
+
+// New returns a Manager over store. It starts no goroutines; the store
+// stays owned by the caller, who closes it after the last call.
+func New(store kv.Store, cfg Config) *Manager {
+	cfg = cfg.withDefaults()
+	return &Manager{
+		store:    store,
+		cfg:      cfg,
+		log:      cfg.Logger,
+		branches: newReadBatcher[*graveler.Branch](cfg.BranchReadWindow),
+		repos:    newReadBatcher[repoRead](cfg.BranchReadWindow),
+		commits:  newCommitCache(cfg.CommitCacheSize),
+	}
+}
+
+// cleanupTimeout bounds best-effort cleanup after a failed creation, which
+// runs even when the caller's context is already done.
+const cleanupTimeout = 10 * time.Second
+
+// NewStagingToken returns a fresh staging token for a branch of repo:
+// "<repo>.<unique id>", a valid partition name part. The repository name
+// makes the token recognisable to an operator; uniqueness comes from the id.
+func (m *Manager) NewStagingToken(repo graveler.RepositoryID) graveler.StagingToken {
+	return graveler.StagingToken(string(repo) + "." + m.cfg.NewID())
+}
+
+func (m *Manager) now() time.Time { return m.cfg.Now() }
+
+func (m *Manager) deletedMarker() []byte {
+	return []byte(m.now().UTC().Format(time.RFC3339Nano))
+}
+
+// repoPartition returns the partition of an active repository record,
+// checking the record is usable.
+func repoPartition(repo *graveler.RepositoryRecord) ([]byte, error) {
+	if repo == nil || repo.Repository == nil {
+		return nil, fmt.Errorf("%w: missing repository", graveler.ErrInvalidArgument)
+	}
+	if err := graveler.ValidateRepositoryID(repo.RepositoryID); err != nil {
+		return nil, err
+	}
+	if err := keys.ValidateUniqueID(string(repo.UniqueID)); err != nil {
+		return nil, fmt.Errorf("%w: repository %s: %w", graveler.ErrInvalidArgument, repo.RepositoryID, err)
+	}
+	return keys.RepositoryPartition(string(repo.RepositoryID), string(repo.UniqueID)), nil
+}
+
+func validateToken(t graveler.StagingToken) error {
+	if err := keys.ValidateName("staging token", string(t)); err != nil {
+		return fmt.Errorf("%w: %w", graveler.ErrInvalidArgument, err)
+	}
+	return nil
+}
+
+// after returns the scan start for keys strictly after prefix+name, or the
+// prefix itself when name is empty.
+func after(prefix, name string) []byte {
+	if name == "" {
+		return []byte(prefix)
+	}
+	return []byte(prefix + name + "\x00")
+}
+
+// ---- repositories ----
+
+func (m *Manager) getRepositoryRecord(ctx context.Context, id graveler.RepositoryID) (*graveler.Repository, kv.Predicate, error) {
+	data, pred, err := m.store.Get(ctx, keys.Graveler(), keys.Repository(string(id)))
+	if errors.Is(err, kv.ErrNotFound) {
+		return nil, kv.Absent, fmt.Errorf("%w: %s", graveler.ErrRepositoryNotFound, id)
+	}
+	if err != nil {
+		return nil, kv.Absent, storeErr(err, "get repository %s", id)
+	}
+	r, err := DecodeRepository(data)
+	if err != nil {
+		return nil, kv.Absent, fmt.Errorf("repository %s: %w", id, err)
+	}
+	return r, pred, nil
+}
+
+func (m *Manager) expired(r *graveler.Repository) bool {
+	return r.State == graveler.RepositoryStateInitial && m.now().Sub(r.CreationDate) >= m.cfg.RepositoryCreationTimeout
+}
+
+func validateRepository(id graveler.RepositoryID, repo graveler.Repository) error {
+	if err := graveler.ValidateRepositoryID(id); err != nil {
+		return err
+	}
+	if err := graveler.ValidateStorageNamespace(repo.StorageNamespace); err != nil {
+		return err
+	}
+	return graveler.ValidateBranchID(repo.DefaultBranchID)
+}
+
+// newIncarnation fills the record of a new repository incarnation. The
+// creation date is always now: it drives the expiry of the initial state.
+func (m *Manager) newIncarnation(repo graveler.Repository, state graveler.RepositoryState) (*graveler.Repository, error) {
+	r := &graveler.Repository{
+		StorageNamespace: repo.StorageNamespace,
+		DefaultBranchID:  repo.DefaultBranchID,
+		CreationDate:     m.now().UTC(),
+		State:            state,
+		UniqueID:         graveler.UniqueID(m.cfg.NewID()),
+	}
+	if err := keys.ValidateUniqueID(string(r.UniqueID)); err != nil {
+		return nil, fmt.Errorf("ref: generated unique id: %w", err)
+	}
+	return r, nil
+}
+
+// claimName writes rec as the record of id: if absent, or replacing a
+// record that no longer counts (deleting, or initial past the timeout),
+// whose incarnation is queued for the cleaner first so nothing leaks. On
+// error, maybeWritten reports whether rec may nevertheless have landed
+// (a write with an unknown outcome).
+func (m *Manager) claimName(ctx context.Context, id graveler.RepositoryID, rec *graveler.Repository) (maybeWritten bool, err error) {
+	data, err := encodeRepository(rec)
+	if err != nil {
+		return false, err
+	}
+	for attempt := 0; ; attempt++ {
+		old, pred, err := m.getRepositoryRecord(ctx, id)
+		switch {
+		case errors.Is(err, graveler.ErrRepositoryNotFound):
+			pred = kv.Absent
+		case err != nil:
+			return false, err
+		case old.State == graveler.RepositoryStateActive,
+			old.State == graveler.RepositoryStateInitial && !m.expired(old):
+			return false, fmt.Errorf("%w: %s", graveler.ErrRepositoryExists, id)
+		default:
+			if err := m.store.Set(ctx, keys.Deleted(), keys.DeletedRepository(string(id), string(old.UniqueID)), m.deletedMarker()); err != nil {
+				return false, storeErr(err, "queue previous incarnation %s of repository %s", old.UniqueID, id)
+			}
+		}
+		err = m.store.SetIf(ctx, keys.Graveler(), keys.Repository(string(id)), data, pred)
+		if err == nil {
+			return false, nil
+		}
+		if !errors.Is(err, kv.ErrPredicateFailed) {
+			return true, storeErr(err, "create repository %s", id)
+		}
+		if attempt >= m.cfg.BranchUpdateMaxRetries {
+			return false, fmt.Errorf("create repository %s: %w", id, graveler.ErrTooManyRetries)
+		}
+	}
+}
+
+// CreateRepository creates a repository in the order DESIGN.md fixes, each
+// step one kv operation that is safe to crash after:
+//
+//  1. SetIf the record as initial (absent, or replacing a dead incarnation);
+//  2. Set the initial commit in the new partition;
+//  3. SetIf the default branch (absent) with a fresh staging token;
+//  4. Get the record and SetIf it active, if it is still this incarnation.
+//
+// Until step 4 the repository is invisible; an initial record past
+// RepositoryCreationTimeout is queued for the cleaner by whoever meets it.
+// On an error it tries to queue the incarnation at once, so the name is
+// free again without waiting for the timeout.
+func (m *Manager) CreateRepository(ctx context.Context, id graveler.RepositoryID, repo graveler.Repository, initialCommit graveler.Commit) (*graveler.RepositoryRecord, error) {
+	if err := validateRepository(id, repo); err != nil {
+		return nil, err
+	}
+	if len(initialCommit.Parents) > 0 {
+		return nil, fmt.Errorf("%w: initial commit of repository %s has parents", graveler.ErrInvalidArgument, id)
+	}
+	rec, err := m.newIncarnation(repo, graveler.RepositoryStateInitial)
+	if err != nil {
+		return nil, err
+	}
+	if maybe, err := m.claimName(ctx, id, rec); err != nil {
+		if maybe {
+			m.abandonCreation(ctx, id, rec.UniqueID)
+		}
+		return nil, err
+	}
+	out := &graveler.RepositoryRecord{RepositoryID: id, Repository: rec}
+	if err := m.populate(ctx, out, initialCommit); err != nil {
+		m.abandonCreation(ctx, id, rec.UniqueID)
+		return nil, err
+	}
+	return out, nil
+}
+
+func (m *Manager) populate(ctx context.Context, repo *graveler.RepositoryRecord, initialCommit graveler.Commit) error {
+	part := keys.RepositoryPartition(string(repo.RepositoryID), string(repo.UniqueID))
+	commitID, err := m.addCommit(ctx, part, repo.RepositoryID, initialCommit)
+	if err != nil {
+		return err
+	}
+	branch := &graveler.Branch{CommitID: commitID, StagingToken: m.NewStagingToken(repo.RepositoryID)}
+	if err := m.createBranch(ctx, part, repo.RepositoryID, repo.DefaultBranchID, branch); err != nil {
+		return err
+	}
+	cur, pred, err := m.getRepositoryRecord(ctx, repo.RepositoryID)
+	if err != nil {
+		return fmt.Errorf("activate: %w", err)
+	}
+	if cur.UniqueID != repo.UniqueID || cur.State != graveler.RepositoryStateInitial {
+		return fmt.Errorf("%w: %s is now %s incarnation %s", ErrRepositoryCreationRaced, repo.RepositoryID, cur.State, cur.UniqueID)
+	}
+	active := *cur
+	active.State = graveler.RepositoryStateActive
+	data, err := encodeRepository(&active)
+	if err != nil {
+		return err
+	}
+	err = m.store.SetIf(ctx, keys.Graveler(), keys.Repository(string(repo.RepositoryID)), data, pred)
+	if err != nil {
+		// An ambiguous or lost write may still have made this incarnation
+		// active; only its unique id can say so.
+		if again, _, gerr := m.getRepositoryRecord(ctx, repo.RepositoryID); gerr == nil &&
+			again.UniqueID == repo.UniqueID && again.State == graveler.RepositoryStateActive {
+			repo.Repository = again
+			return nil
+		}
+		if errors.Is(err, kv.ErrPredicateFailed) {
+			return fmt.Errorf("%w: %s", ErrRepositoryCreationRaced, repo.RepositoryID)
+		}
+		return storeErr(err, "activate repository %s", repo.RepositoryID)
+	}
+	repo.Repository = &active
+	return nil
+}
+
+// abandonCreation is best effort: whatever it cannot do, the creation
+// timeout does later.
+func (m *Manager) abandonCreation(ctx context.Context, id graveler.RepositoryID, uid graveler.UniqueID) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	cur, pred, err := m.getRepositoryRecord(ctx, id)
+	switch {
+	case err == nil && cur.UniqueID == uid:
+		if cur.State == graveler.RepositoryStateActive {
+			return // cannot happen: populate reports success when it sees this
+		}
+		err = m.retire(ctx, id, cur, pred)
+	case err == nil || errors.Is(err, graveler.ErrRepositoryNotFound):
+		// The record names another incarnation (or none): ours is
+		// unreachable, so queueing it is safe.
+		err = m.store.Set(ctx, keys.Deleted(), keys.DeletedRepository(string(id), string(uid)), m.deletedMarker())
+	}
+	if err != nil {
+		m.log.Warn("ref: abandoning a failed repository creation; the creation timeout will retire it",
+			zap.String("repository", string(id)), zap.String("unique_id", string(uid)), zap.Error(err))
+	}
+}
+
+// CreateBareRepository creates an active repository with no commit or
+// branch, for restoring refs into.
+func (m *Manager) CreateBareRepository(ctx context.Context, id graveler.RepositoryID, repo graveler.Repository) (*graveler.RepositoryRecord, error) {
+	if err := validateRepository(id, repo); err != nil {
+		return nil, err
+	}
+	rec, err := m.newIncarnation(repo, graveler.RepositoryStateActive)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := m.claimName(ctx, id, rec); err != nil {
+		// A bare record that may have landed is active and empty: usable,
+		// so there is nothing to undo.
+		return nil, err
+	}
+	return &graveler.RepositoryRecord{RepositoryID: id, Repository: rec}, nil
+}
+
+// GetRepository returns an active repository. An initial one past the
+// creation timeout is retired (queued for the cleaner, record removed).
+func (m *Manager) GetRepository(ctx context.Context, id graveler.RepositoryID) (*graveler.RepositoryRecord, error) {
+	if err := graveler.ValidateRepositoryID(id); err != nil {
+		return nil, err
+	}
+	r, pred, err := m.readRepositoryAmortized(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case r.State == graveler.RepositoryStateActive:
+		return &graveler.RepositoryRecord{RepositoryID: id, Repository: r}, nil
+	case m.expired(r):
+		if err := m.retire(ctx, id, r, pred); err != nil {
+			m.log.Warn("ref: retiring an expired repository creation", zap.String("repository", string(id)),
+				zap.String("unique_id", string(r.UniqueID)), zap.Error(err))
+		} else {
+			repositoriesExpired.Inc()
+			m.log.Info("ref: retired an expired repository creation", zap.String("repository", string(id)),
+				zap.String("unique_id", string(r.UniqueID)), zap.Time("created", r.CreationDate))
+		}
+	}
+	return nil, fmt.Errorf("%w: %s (%s)", graveler.ErrRepositoryNotFound, id, r.State)
+}
+
+// readRepositoryAmortized is getRepositoryRecord through the read batcher:
+// every request starts by getting its repository, so concurrent requests
+// of one repository share the kv read (never one that began before them).
+func (m *Manager) readRepositoryAmortized(ctx context.Context, id graveler.RepositoryID) (*graveler.Repository, kv.Predicate, error) {
+	if m.cfg.BranchReadWindow < 0 {
+		return m.getRepositoryRecord(ctx, id)
+	}
+	res, joined, err := m.repos.do(ctx, string(id), func(ctx context.Context) (repoRead, error) {
+		repositoryReads.Inc()
+		r, pred, err := m.getRepositoryRecord(ctx, id)
+		return repoRead{r: r, pred: pred}, err
+	})
+	if joined {
+		repositoryReadsSaved.Inc()
+	}
+	if err != nil {
+		return nil, kv.Absent, err
+	}
+	r := *res.r
+	return &r, res.pred, nil
+}
+
+// ListRepositories walks active repositories by name, after opts.After.
+func (m *Manager) ListRepositories(ctx context.Context, opts graveler.ListOptions) iter.Seq2[*graveler.RepositoryRecord, error] {
+	return func(yield func(*graveler.RepositoryRecord, error) bool) {
+		for e, err := range m.store.Scan(ctx, keys.Graveler(), kv.ScanOptions{Start: after(keys.ReposPrefix, opts.After)}) {
+			if err != nil {
+				yield(nil, storeErr(err, "list repositories"))
+				return
+			}
+			if !strings.HasPrefix(string(e.Key), keys.ReposPrefix) {
+				return
+			}
+			name, err := keys.ParseRepository(e.Key)
+			if err != nil {
+				yield(nil, fmt.Errorf("%w: %w", ErrCorruptRecord, err))
+				return
+			}
+			r, err := DecodeRepository(e.Value)
+			if err != nil {
+				yield(nil, fmt.Errorf("repository %s: %w", name, err))
+				return
+			}
+			if r.State != graveler.RepositoryStateActive {
+				continue
+			}
+			if !yield(&graveler.RepositoryRecord{RepositoryID: graveler.RepositoryID(name), Repository: r}, nil) {
+				return
+			}
+		}
+	}
+}
+
+// DeleteRepository marks the repository deleting, queues its incarnation
+// for the cleaner and removes its record; the name is reusable at once. It
+// also completes a delete that crashed part way (a deleting record).
+func (m *Manager) DeleteRepository(ctx context.Context, id graveler.RepositoryID) error {
+	if err := graveler.ValidateRepositoryID(id); err != nil {
+		return err
+	}
+	r, pred, err := m.getRepositoryRecord(ctx, id)
+	if err != nil {
+		return err
+	}
+	if r.State == graveler.RepositoryStateInitial && !m.expired(r) {
+		return fmt.Errorf("%w: %s (being created)", graveler.ErrRepositoryNotFound, id)
+	}
+	return m.retire(ctx, id, r, pred)
+}
+
+// retire runs the delete flow on the record r read with pred: SetIf it
+// deleting, Set the cleaner's work item, then remove the record if it is
+// still this incarnation. The kv store has no conditional delete, so the
+// record is re-read just before the Delete to keep the window in which a
+// new incarnation could be removed by it as short as possible.
+func (m *Manager) retire(ctx context.Context, id graveler.RepositoryID, r *graveler.Repository, pred kv.Predicate) error {
+	if r.State != graveler.RepositoryStateDeleting {
+		deleting := *r
+		deleting.State = graveler.RepositoryStateDeleting
+		data, err := encodeRepository(&deleting)
+		if err != nil {
+			return err
+		}
+		if err := m.store.SetIf(ctx, keys.Graveler(), keys.Repository(string(id)), data, pred); err != nil {
+			if errors.Is(err, kv.ErrPredicateFailed) {
+				return fmt.Errorf("delete repository %s: %w: %w", id, graveler.ErrConflict, err)
+			}
+			return storeErr(err, "mark repository %s deleting", id)
+		}
+	}
+	if err := m.store.Set(ctx, keys.Deleted(), keys.DeletedRepository(string(id), string(r.UniqueID)), m.deletedMarker()); err != nil {
+		return storeErr(err, "queue repository %s incarnation %s", id, r.UniqueID)
+	}
+	cur, _, err := m.getRepositoryRecord(ctx, id)
+	if errors.Is(err, graveler.ErrRepositoryNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if cur.UniqueID != r.UniqueID {
+		return nil // already replaced by a new incarnation: ours is gone
+	}
+	if err := m.store.Delete(ctx, keys.Graveler(), keys.Repository(string(id))); err != nil {
+		return storeErr(err, "remove repository %s record", id)
+	}
+	return nil
+}

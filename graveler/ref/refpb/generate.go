@@ -1,0 +1,8 @@
+// Package refpb holds the storage records of graveler/ref (repositories,
+// branches, commits, tags) as protobuf messages, generated from refpb.proto.
+// Regenerate with `go generate ./graveler/ref/refpb`: buf and protoc-gen-go
+// run through the Go toolchain at pinned versions.
+package refpb
+
+//go:generate go run github.com/bufbuild/buf/cmd/buf@v1.75.0 lint
+//go:generate go run github.com/bufbuild/buf/cmd/buf@v1.75.0 generate

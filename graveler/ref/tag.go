@@ -1,0 +1,107 @@
+package ref
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"strings"
+
+	"graveler/graveler"
+	"graveler/keys"
+	"graveler/kv"
+)
+
+// GetTag returns the commit a tag points at, or ErrTagNotFound.
+func (m *Manager) GetTag(ctx context.Context, repo *graveler.RepositoryRecord, id graveler.TagID) (graveler.CommitID, error) {
+	part, err := repoPartition(repo)
+	if err != nil {
+		return "", err
+	}
+	if err := graveler.ValidateTagID(id); err != nil {
+		return "", err
+	}
+	data, _, err := m.store.Get(ctx, part, keys.Tag(string(id)))
+	if errors.Is(err, kv.ErrNotFound) {
+		return "", fmt.Errorf("%w: %s in repository %s", graveler.ErrTagNotFound, id, repo.RepositoryID)
+	}
+	if err != nil {
+		return "", storeErr(err, "get tag %s of repository %s", id, repo.RepositoryID)
+	}
+	c, err := decodeTag(data)
+	if err != nil {
+		return "", fmt.Errorf("tag %s of repository %s: %w", id, repo.RepositoryID, err)
+	}
+	return c, nil
+}
+
+// CreateTag creates an immutable tag, or fails with ErrTagExists.
+func (m *Manager) CreateTag(ctx context.Context, repo *graveler.RepositoryRecord, id graveler.TagID, commitID graveler.CommitID) error {
+	part, err := repoPartition(repo)
+	if err != nil {
+		return err
+	}
+	if err := graveler.ValidateTagID(id); err != nil {
+		return err
+	}
+	if err := graveler.ValidateCommitID(commitID); err != nil {
+		return err
+	}
+	data, err := encodeTag(commitID)
+	if err != nil {
+		return err
+	}
+	err = m.store.SetIf(ctx, part, keys.Tag(string(id)), data, kv.Absent)
+	if errors.Is(err, kv.ErrPredicateFailed) {
+		return fmt.Errorf("%w: %s in repository %s", graveler.ErrTagExists, id, repo.RepositoryID)
+	}
+	if err != nil {
+		return storeErr(err, "create tag %s of repository %s", id, repo.RepositoryID)
+	}
+	return nil
+}
+
+// DeleteTag deletes a tag, or fails with ErrTagNotFound.
+func (m *Manager) DeleteTag(ctx context.Context, repo *graveler.RepositoryRecord, id graveler.TagID) error {
+	if _, err := m.GetTag(ctx, repo, id); err != nil {
+		return err
+	}
+	part, _ := repoPartition(repo) // validated by GetTag
+	if err := m.store.Delete(ctx, part, keys.Tag(string(id))); err != nil {
+		return storeErr(err, "delete tag %s of repository %s", id, repo.RepositoryID)
+	}
+	return nil
+}
+
+// ListTags walks tags by name, after opts.After.
+func (m *Manager) ListTags(ctx context.Context, repo *graveler.RepositoryRecord, opts graveler.ListOptions) iter.Seq2[*graveler.TagRecord, error] {
+	return func(yield func(*graveler.TagRecord, error) bool) {
+		part, err := repoPartition(repo)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		for e, err := range m.store.Scan(ctx, part, kv.ScanOptions{Start: after(keys.TagsPrefix, opts.After)}) {
+			if err != nil {
+				yield(nil, storeErr(err, "list tags of repository %s", repo.RepositoryID))
+				return
+			}
+			if !strings.HasPrefix(string(e.Key), keys.TagsPrefix) {
+				return
+			}
+			name, err := keys.ParseRecord(keys.TagsPrefix, e.Key)
+			if err != nil {
+				yield(nil, fmt.Errorf("%w: %w", ErrCorruptRecord, err))
+				return
+			}
+			c, err := decodeTag(e.Value)
+			if err != nil {
+				yield(nil, fmt.Errorf("tag %s of repository %s: %w", name, repo.RepositoryID, err))
+				return
+			}
+			if !yield(&graveler.TagRecord{TagID: graveler.TagID(name), CommitID: c}, nil) {
+				return
+			}
+		}
+	}
+}

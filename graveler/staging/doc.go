@@ -1,0 +1,45 @@
+// Package staging stores graveler's uncommitted ("staged") entries on a
+// kv.Store. Manager implements graveler.StagingManager.
+//
+// Layout (DESIGN.md, "Key schema"): each staging token owns one partition,
+// staging/<token>, and nothing else writes there. An entry lives at
+// key/<entry key> inside it, with the entry key's raw bytes after the
+// prefix, so the store's byte order is the entries' order and List needs
+// no sorting. Keys are built and parsed only by package keys. Dropping a
+// token drops its partition (chunked on etcd); tokens are opaque names
+// checked with keys.ValidateName.
+//
+// Records are stagingpb.Entry protobuf messages with a format version:
+// a value (identity and data) or a tombstone (a staged delete). A record of
+// a newer format is refused with ErrUnknownFormat; one that does not decode
+// is ErrCorruptRecord.
+//
+// Writes: Set is one kv write. SetBatch validates every record first, then
+// writes them with bounded parallelism; it is not atomic. DropByPrefix scans
+// and deletes in chunks, holding one chunk of keys at a time.
+//
+// Reads: List is lazy and paged. It reads nothing until the first Next or
+// SeekGE; its first page is small (Config.ListFirstPageSize) and pages
+// double up to Config.ScanPageSize, so reading a few entries of a token
+// with millions costs one small read, and a full walk streams with memory
+// bounded by one page. Each page is a fresh kv scan: entries written during
+// a walk may or may not be seen, entries untouched during it are seen
+// exactly once, in order.
+//
+// Concurrency: a Manager is safe for concurrent use by many goroutines and
+// many processes sharing one store; it holds no state besides its
+// configuration and takes no locks. It needs no Close; the caller owns and
+// closes the store. The iterators List returns are not safe for concurrent
+// use and must be closed.
+//
+// Errors: graveler.ErrEntryNotFound (Get of a key with nothing staged);
+// graveler.ErrInvalidKey, graveler.ErrInvalidValue and
+// graveler.ErrValueTooLarge (all graveler.ErrInvalidArgument) and
+// ErrInvalidStagingToken for bad input; ErrUnknownFormat and
+// ErrCorruptRecord (graveler.ErrFailedPrecondition) for stored records it
+// cannot read. Store errors are wrapped with graveler.ErrAmbiguous
+// (kv.ErrAmbiguous: the write may have been applied), graveler.ErrUnavailable
+// (kv.ErrUnavailable, kv.ErrQuotaExceeded) or graveler.ErrInvalidArgument
+// (kv size limits). Context errors pass through, wrapped. Messages start
+// with "staging: " and name the token and key.
+package staging

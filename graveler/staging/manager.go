@@ -1,0 +1,293 @@
+package staging
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"graveler/graveler"
+	"graveler/keys"
+	"graveler/kv"
+)
+
+// Manager implements graveler.StagingManager on a kv.Store.
+type Manager struct {
+	store kv.Store
+	cfg   Config
+}
+
+var _ graveler.StagingManager = (*Manager)(nil)
+
+// New returns a Manager over store. It starts no goroutines; the store
+// stays owned by the caller, who closes it after the last call.
+func New(store kv.Store, cfg Config) *Manager {
+	return &Manager{store: store, cfg: cfg.withDefaults()}
+}
+
+// partition validates a token and returns its partition.
+func partition(st graveler.StagingToken) ([]byte, error) {
+	if err := keys.ValidateName("staging token", string(st)); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidStagingToken, err)
+	}
+	return keys.StagingPartition(string(st)), nil
+}
+
+// Get returns the value staged for key, nil (and no error) for a staged
+// tombstone, or an error wrapping graveler.ErrEntryNotFound when nothing
+// is staged.
+func (m *Manager) Get(ctx context.Context, st graveler.StagingToken, key graveler.Key) (*graveler.Value, error) {
+	p, err := partition(st)
+	if err == nil {
+		err = graveler.ValidateKey(key)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("staging: get %s in token %q: %w", qkey(key), st, err)
+	}
+	data, _, err := m.store.Get(ctx, p, keys.Entry(key))
+	if errors.Is(err, kv.ErrNotFound) {
+		return nil, fmt.Errorf("staging: get %s in token %q: %w", qkey(key), st, graveler.ErrEntryNotFound)
+	}
+	if err != nil {
+		return nil, storeErr(err, "get %s in token %q", qkey(key), st)
+	}
+	v, err := decode(data)
+	if err != nil {
+		return nil, fmt.Errorf("staging: get %s in token %q: %w", qkey(key), st, err)
+	}
+	return v, nil
+}
+
+// checkRecord validates what Set and SetBatch write.
+func checkRecord(key graveler.Key, value *graveler.Value) error {
+	if err := graveler.ValidateKey(key); err != nil {
+		return err
+	}
+	if value != nil {
+		return graveler.ValidateValue(value)
+	}
+	return nil
+}
+
+// Set stages value for key, overwriting whatever was staged; a nil value
+// stages a tombstone. It is one kv write.
+func (m *Manager) Set(ctx context.Context, st graveler.StagingToken, key graveler.Key, value *graveler.Value) error {
+	p, err := partition(st)
+	if err == nil {
+		err = checkRecord(key, value)
+	}
+	if err != nil {
+		return fmt.Errorf("staging: set %s in token %q: %w", qkey(key), st, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("staging: set %s in token %q: %w", qkey(key), st, err)
+	}
+	if err := m.store.Set(ctx, p, keys.Entry(key), encode(value)); err != nil {
+		return storeErr(err, "set %s in token %q", qkey(key), st)
+	}
+	return nil
+}
+
+// SetBatch stages many records (a nil Value stages a tombstone). Every
+// record is validated before anything is written, so invalid input writes
+// nothing. The writes are independent and run Config.WriteParallelism at a
+// time: the batch is not atomic, and after an error some records may be
+// staged and others not (staging a record again is harmless). When a key
+// appears more than once, its last record wins. The error names the first
+// record that failed.
+func (m *Manager) SetBatch(ctx context.Context, st graveler.StagingToken, records []*graveler.ValueRecord) error {
+	p, err := partition(st)
+	if err != nil {
+		return fmt.Errorf("staging: set batch in token %q: %w", st, err)
+	}
+	for i, r := range records {
+		if r == nil {
+			return fmt.Errorf("staging: set batch in token %q: record %d is nil: %w", st, i, graveler.ErrInvalidArgument)
+		}
+		if err := checkRecord(r.Key, r.Value); err != nil {
+			return fmt.Errorf("staging: set batch in token %q: record %d (key %s): %w", st, i, qkey(r.Key), err)
+		}
+	}
+	records = lastPerKey(records)
+	return m.forEach(ctx, len(records), func(i int) error {
+		r := records[i]
+		if err := m.store.Set(ctx, p, keys.Entry(r.Key), encode(r.Value)); err != nil {
+			return storeErr(err, "set batch in token %q: key %s", st, qkey(r.Key))
+		}
+		return nil
+	})
+}
+
+// lastPerKey drops every record whose key appears again later, keeping the
+// order of the rest. Sorted batches without repeats (the common case) cost
+// one pass and no allocation.
+func lastPerKey(records []*graveler.ValueRecord) []*graveler.ValueRecord {
+	increasing := true
+	for i := 1; i < len(records) && increasing; i++ {
+		increasing = bytes.Compare(records[i-1].Key, records[i].Key) < 0
+	}
+	if increasing {
+		return records
+	}
+	last := make(map[string]int, len(records))
+	for i, r := range records {
+		last[string(r.Key)] = i
+	}
+	if len(last) == len(records) {
+		return records
+	}
+	out := make([]*graveler.ValueRecord, 0, len(last))
+	for i, r := range records {
+		if last[string(r.Key)] == i {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// forEach calls f(0..n-1) with at most Config.WriteParallelism calls in
+// flight. After the first error, or once ctx is done, it starts no more
+// calls, waits for those in flight and returns that error.
+func (m *Manager) forEach(ctx context.Context, n int, f func(i int) error) error {
+	call := func(i int) error {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("staging: %w", err)
+		}
+		return f(i)
+	}
+	workers := min(m.cfg.WriteParallelism, n)
+	if workers <= 1 {
+		for i := range n {
+			if err := call(i); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var (
+		next     atomic.Int64
+		failed   atomic.Bool
+		firstErr error
+		once     sync.Once
+		wg       sync.WaitGroup
+	)
+	for range workers {
+		wg.Go(func() {
+			for !failed.Load() {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				if err := call(i); err != nil {
+					once.Do(func() { firstErr = err })
+					failed.Store(true)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return firstErr
+}
+
+// DropKey removes whatever is staged for key: afterwards Get reports
+// graveler.ErrEntryNotFound (this is not a tombstone). Dropping a key with
+// nothing staged is not an error.
+func (m *Manager) DropKey(ctx context.Context, st graveler.StagingToken, key graveler.Key) error {
+	p, err := partition(st)
+	if err == nil {
+		err = graveler.ValidateKey(key)
+	}
+	if err != nil {
+		return fmt.Errorf("staging: drop key %s in token %q: %w", qkey(key), st, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("staging: drop key %s in token %q: %w", qkey(key), st, err)
+	}
+	if err := m.store.Delete(ctx, p, keys.Entry(key)); err != nil {
+		return storeErr(err, "drop key %s in token %q", qkey(key), st)
+	}
+	return nil
+}
+
+// DropByPrefix removes everything staged under prefix (an empty prefix:
+// every entry of the token). It reads Config.ScanPageSize keys at a time
+// and deletes them with bounded parallelism before reading on, so its
+// memory does not grow with the number of keys. Not atomic: after an
+// error, part of the prefix may be dropped.
+func (m *Manager) DropByPrefix(ctx context.Context, st graveler.StagingToken, prefix graveler.Key) error {
+	p, err := partition(st)
+	if err == nil && len(prefix) > graveler.MaxKeyLen {
+		err = fmt.Errorf("%w: prefix is %d bytes, limit %d", graveler.ErrInvalidKey, len(prefix), graveler.MaxKeyLen)
+	}
+	if err != nil {
+		return fmt.Errorf("staging: drop prefix %s in token %q: %w", qkey(prefix), st, err)
+	}
+	kvPrefix := keys.Entry(prefix)
+	start := kvPrefix
+	chunk := m.cfg.ScanPageSize
+	batch := make([][]byte, 0, chunk)
+	for {
+		batch = batch[:0]
+		more := false
+		for e, err := range m.store.Scan(ctx, p, kv.ScanOptions{Start: start, Limit: chunk}) {
+			if err != nil {
+				return storeErr(err, "drop prefix %s in token %q", qkey(prefix), st)
+			}
+			if !bytes.HasPrefix(e.Key, kvPrefix) {
+				break
+			}
+			batch = append(batch, e.Key)
+			if len(batch) == chunk {
+				more = true
+				break
+			}
+		}
+		err := m.forEach(ctx, len(batch), func(i int) error {
+			if err := m.store.Delete(ctx, p, batch[i]); err != nil {
+				return storeErr(err, "drop prefix %s in token %q", qkey(prefix), st)
+			}
+			return nil
+		})
+		if err != nil || !more {
+			return err
+		}
+		start = after(batch[len(batch)-1])
+	}
+}
+
+// after returns the smallest key greater than k, in a new slice.
+func after(k []byte) []byte {
+	out := make([]byte, len(k)+1)
+	copy(out, k)
+	return out
+}
+
+// Drop removes a token's whole partition, in bounded chunks when the store
+// can (kv.PartitionDropper: etcd deletes in ranges of etcdkv.DropChunk keys).
+// Dropping an empty or unknown token is not an error.
+func (m *Manager) Drop(ctx context.Context, st graveler.StagingToken) error {
+	p, err := partition(st)
+	if err != nil {
+		return fmt.Errorf("staging: drop token %q: %w", st, err)
+	}
+	if _, err := kv.DropPartition(ctx, m.store, p); err != nil {
+		return storeErr(err, "drop token %q", st)
+	}
+	return nil
+}
+
+// List returns an iterator over the token's entries in key order,
+// tombstones included (a ValueRecord with a nil Value). It reads nothing
+// until the first Next or SeekGE, then reads in pages that start at
+// Config.ListFirstPageSize entries and double up to Config.ScanPageSize.
+// ctx governs every read of the iterator. The iterator must be closed.
+func (m *Manager) List(ctx context.Context, st graveler.StagingToken) (graveler.ValueIterator, error) {
+	p, err := partition(st)
+	if err != nil {
+		return nil, fmt.Errorf("staging: list token %q: %w", st, err)
+	}
+	return newIterator(ctx, m.store, p, st, m.cfg), nil
+}

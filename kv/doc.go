@@ -1,0 +1,22 @@
+// Package kv defines the narrow key/value store that all mutable metadata of
+// graveler lives on (seed 004): Get, Set, SetIf, Delete and Scan on
+// (partition, key) pairs, plus Close.
+//
+// A partition is a namespace: (partition, key) is unique, key alone is not,
+// and a Scan never crosses into another partition. Partition names are built
+// only by package keys; see ValidatePartition for the characters allowed.
+// Keys are arbitrary non-empty bytes, ordered bytewise.
+//
+// Concurrency: every Store method is safe to call from many goroutines. The
+// store gives read-after-write consistency per key and compare-and-swap
+// through SetIf; it gives no multi-key transactions.
+//
+// Errors: ErrNotFound, ErrPredicateFailed, ErrAmbiguous (a write that may or
+// may not have been applied), ErrKeyTooLarge, ErrValueTooLarge, ErrInvalidKey,
+// ErrInvalidPartition, ErrUnavailable, ErrQuotaExceeded and ErrClosed, always
+// wrapped with context; test them with errors.Is. Context cancellation is
+// returned as (a wrapping of) the context's error.
+//
+// Optional abilities are separate interfaces probed at run time, as
+// database/sql/driver does: PartitionDropper.
+package kv

@@ -1,0 +1,78 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"graveler/etcdkv"
+	"graveler/graveler"
+	"graveler/graveler/committed"
+	"graveler/graveler/ref"
+	"graveler/graveler/staging"
+	"graveler/kv"
+	"graveler/server"
+)
+
+// backend is the store and the service built on it.
+type backend struct {
+	store   kv.Store
+	blobs   committed.BlobStore
+	service server.Service
+}
+
+// Close closes the blob store and the kv store.
+func (b *backend) Close() error {
+	return errors.Join(b.blobs.Close(), b.store.Close())
+}
+
+// openBackend connects to etcd and builds the Graveler service on it.
+func openBackend(ctx context.Context, cfg *Config, etcd EtcdConfig, log *zap.Logger) (*backend, error) {
+	store, err := etcdkv.New(ctx, etcdkv.Config{
+		Endpoints:   etcd.Endpoints,
+		DialTimeout: etcd.DialTimeout,
+		Username:    etcd.Username,
+		Password:    etcd.Password,
+		TLS:         etcdkv.TLSConfig{CAFile: etcd.CAFile, CertFile: etcd.CertFile, KeyFile: etcd.KeyFile},
+		Prefix:      etcd.Prefix,
+		Logger:      log.Named("etcdkv"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("gravelerd: etcd: %w", err)
+	}
+	blobs, err := openBlobs(cfg, log)
+	if err != nil {
+		return nil, errors.Join(err, store.Close())
+	}
+	svc := newService(store, blobs, cfg, log)
+	return &backend{store: store, blobs: blobs, service: svc}, nil
+}
+
+// openBlobs opens the blob stores every storage namespace scheme needs
+// (file://, s3://, mem://) behind the bounded local range cache.
+func openBlobs(cfg *Config, log *zap.Logger) (committed.BlobStore, error) {
+	inner := committed.NewBucketStore(committed.BucketConfig{})
+	cc := committed.CacheConfig{Dir: cfg.RangeCacheDir, MaxBytes: cfg.RangeCacheSize, Registerer: prometheus.DefaultRegisterer}
+	cached, err := committed.NewCachedBlobStore(inner, cc)
+	if _, dup := errors.AsType[prometheus.AlreadyRegisteredError](err); dup {
+		// Another server in this process (tests) owns the cache metrics.
+		log.Warn("range cache metrics already registered; this cache's are not exported")
+		cc.Registerer = nil
+		cached, err = committed.NewCachedBlobStore(inner, cc)
+	}
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("gravelerd: range cache: %w", err), inner.Close())
+	}
+	return cached, nil
+}
+
+// newService composes the Graveler service: refs and staged entries on
+// the kv store, committed data in the blob store.
+func newService(store kv.Store, blobs committed.BlobStore, cfg *Config, log *zap.Logger) *graveler.Graveler {
+	refs := ref.New(store, ref.Config{Logger: log.Named("ref"), BranchReadWindow: cfg.ReadWindow})
+	return graveler.New(refs, staging.New(store, staging.Config{}), committed.NewManager(blobs, committed.Config{}),
+		graveler.Config{BranchCacheTTL: cfg.BranchCacheTTL, MaxSealedTokens: cfg.MaxSealedTokens})
+}

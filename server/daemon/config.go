@@ -1,0 +1,196 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"graveler/graveler"
+)
+
+// ErrInvalidConfig is wrapped by every Validate error.
+var ErrInvalidConfig = errors.New("gravelerd: invalid configuration")
+
+// EtcdConfig names the etcd cluster. No endpoints: start an embedded
+// single-node etcd under the data directory.
+type EtcdConfig struct {
+	Endpoints   []string
+	CAFile      string
+	CertFile    string
+	KeyFile     string
+	Username    string
+	Password    string
+	Prefix      string
+	DialTimeout time.Duration
+}
+
+// Config is gravelerd's configuration. Validate fills in the defaults noted.
+type Config struct {
+	// ListenAddr is the gRPC listen address (default 127.0.0.1:7070).
+	ListenAddr string
+	// DataDir holds the embedded etcd, the file blob store and the range
+	// cache unless configured elsewhere (default ./graveler-data).
+	DataDir string
+	Etcd    EtcdConfig
+	// StorageNamespaceRoot prefixes the storage namespace of repositories
+	// created without one (default file://<DataDir>/blobs).
+	StorageNamespaceRoot string
+	// RangeCacheDir and RangeCacheSize bound the local cache of range files
+	// (defaults <DataDir>/cache and 1 GiB).
+	RangeCacheDir  string
+	RangeCacheSize int64
+	// TLSCertFile and TLSKeyFile serve TLS; TLSClientCAFile additionally
+	// requires client certificates signed by that CA (mTLS).
+	TLSCertFile     string
+	TLSKeyFile      string
+	TLSClientCAFile string
+	// TokensFile enables bearer-token auth (see server.LoadTokens).
+	TokensFile string
+	// MetricsAddr serves /metrics and /debug/pprof (empty: off).
+	MetricsAddr string
+	// MaxRecvMsgSize bounds a request message (default 4 MiB).
+	MaxRecvMsgSize int
+	// DefaultCallTimeout bounds unary calls that arrive without a deadline
+	// (0: no bound; a client's own deadline always applies).
+	DefaultCallTimeout time.Duration
+	// ShutdownTimeout bounds the drain of in-flight calls (default 30s).
+	ShutdownTimeout time.Duration
+	// HealthInterval is the period of the etcd probe (default 5s).
+	HealthInterval time.Duration
+	// BranchCacheTTL bounds how stale a writer's first read of a branch may
+	// be (0: graveler.DefaultBranchCacheTTL; negative: no cache).
+	BranchCacheTTL time.Duration
+	// ReadWindow shapes the amortized branch and repository reads (0: group
+	// mode, no added wait; positive: first reader waits this long for
+	// others; negative: no amortization). See ref.Config.BranchReadWindow.
+	ReadWindow time.Duration
+	// MaxSealedTokens bounds a branch's sealed tokens (0: default).
+	MaxSealedTokens int
+	// EmbeddedEtcdUnsafeNoFsync and EmbeddedEtcdFast are for tests.
+	EmbeddedEtcdUnsafeNoFsync bool
+	EmbeddedEtcdFast          bool
+	// Logger (default: a production zap logger).
+	Logger *zap.Logger
+	// Ready, when set, is called with the listen address once serving.
+	Ready func(addr string)
+}
+
+// Defaults.
+const (
+	DefaultListenAddr     = "127.0.0.1:7070"
+	DefaultDataDir        = "graveler-data"
+	DefaultRangeCacheSize = 1 << 30
+	DefaultEtcdPrefix     = "/graveler"
+)
+
+// Validate fills in defaults and checks every setting, reporting all
+// problems at once.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...))
+	}
+	if c.ListenAddr == "" {
+		c.ListenAddr = DefaultListenAddr
+	}
+	if _, _, err := net.SplitHostPort(c.ListenAddr); err != nil {
+		bad("listen address %q: %v", c.ListenAddr, err)
+	}
+	if c.DataDir == "" {
+		c.DataDir = DefaultDataDir
+	}
+	if abs, err := filepath.Abs(c.DataDir); err == nil {
+		c.DataDir = abs
+	} else {
+		bad("data dir %q: %v", c.DataDir, err)
+	}
+	if c.Etcd.Prefix == "" {
+		c.Etcd.Prefix = DefaultEtcdPrefix
+	}
+	if !strings.HasPrefix(c.Etcd.Prefix, "/") {
+		bad("etcd prefix %q must start with '/'", c.Etcd.Prefix)
+	}
+	if c.Etcd.DialTimeout == 0 {
+		c.Etcd.DialTimeout = 5 * time.Second
+	}
+	if c.Etcd.DialTimeout < 0 {
+		bad("etcd dial timeout %v is negative", c.Etcd.DialTimeout)
+	}
+	for _, e := range c.Etcd.Endpoints {
+		if e == "" {
+			bad("empty etcd endpoint")
+		}
+	}
+	if (c.Etcd.CertFile == "") != (c.Etcd.KeyFile == "") {
+		bad("etcd client certificate and key must be given together")
+	}
+	if (c.Etcd.Username == "") != (c.Etcd.Password == "") {
+		bad("etcd username and password must be given together")
+	}
+	if len(c.Etcd.Endpoints) == 0 && (c.Etcd.CAFile != "" || c.Etcd.CertFile != "" || c.Etcd.Username != "") {
+		bad("etcd TLS or credentials given without etcd endpoints (the embedded etcd takes none)")
+	}
+	if c.StorageNamespaceRoot == "" {
+		c.StorageNamespaceRoot = "file://" + filepath.ToSlash(filepath.Join(c.DataDir, "blobs"))
+	}
+	if err := graveler.ValidateStorageNamespace(graveler.StorageNamespace(c.StorageNamespaceRoot)); err != nil {
+		bad("storage namespace root: %v", err)
+	}
+	if c.RangeCacheDir == "" {
+		c.RangeCacheDir = filepath.Join(c.DataDir, "cache")
+	}
+	if c.RangeCacheSize == 0 {
+		c.RangeCacheSize = DefaultRangeCacheSize
+	}
+	if c.RangeCacheSize < 0 {
+		bad("range cache size %d is negative", c.RangeCacheSize)
+	}
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		bad("TLS certificate and key must be given together")
+	}
+	if c.TLSClientCAFile != "" && c.TLSCertFile == "" {
+		bad("a TLS client CA (mTLS) needs a TLS certificate and key")
+	}
+	for _, f := range []struct{ what, path string }{
+		{"etcd CA", c.Etcd.CAFile}, {"etcd certificate", c.Etcd.CertFile}, {"etcd key", c.Etcd.KeyFile},
+		{"TLS certificate", c.TLSCertFile}, {"TLS key", c.TLSKeyFile}, {"TLS client CA", c.TLSClientCAFile},
+		{"tokens file", c.TokensFile},
+	} {
+		if f.path == "" {
+			continue
+		}
+		if _, err := os.Stat(f.path); err != nil {
+			bad("%s: %v", f.what, err)
+		}
+	}
+	if c.MetricsAddr != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
+			bad("metrics address %q: %v", c.MetricsAddr, err)
+		}
+	}
+	if c.MaxRecvMsgSize == 0 {
+		c.MaxRecvMsgSize = 4 << 20
+	}
+	if c.MaxRecvMsgSize < 0 {
+		bad("max receive message size %d is negative", c.MaxRecvMsgSize)
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = 30 * time.Second
+	}
+	if c.HealthInterval == 0 {
+		c.HealthInterval = 5 * time.Second
+	}
+	if c.MaxSealedTokens < 0 {
+		bad("max sealed tokens %d is negative", c.MaxSealedTokens)
+	}
+	if c.ShutdownTimeout < 0 || c.HealthInterval < 0 || c.DefaultCallTimeout < 0 {
+		bad("shutdown timeout, health interval and default call timeout must not be negative")
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,204 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"graveler/graveler"
+	"graveler/kv"
+)
+
+// ErrorDomain is the ErrorInfo domain of every error the server returns.
+const ErrorDomain = "graveler.v1"
+
+// Errors the server itself detects. Each wraps a graveler category so that
+// ToStatus maps it like any other.
+var (
+	ErrInvalidName      = fmt.Errorf("server: resource name: %w", graveler.ErrInvalidArgument)
+	ErrInvalidPageSize  = fmt.Errorf("server: page size: %w", graveler.ErrInvalidArgument)
+	ErrInvalidPageToken = fmt.Errorf("server: %w", graveler.ErrInvalidPageToken)
+	ErrMissingField     = fmt.Errorf("server: missing field: %w", graveler.ErrInvalidArgument)
+	ErrBatchTooLarge    = fmt.Errorf("server: batch too large: %w", graveler.ErrInvalidArgument)
+	// ErrUnauthenticated: no bearer token, or one the server does not know.
+	ErrUnauthenticated = errors.New("server: unauthenticated")
+)
+
+// reasons maps specific errors to ErrorInfo reasons; the first match wins,
+// so more specific errors come before the ones they wrap.
+var reasons = []struct {
+	err    error
+	reason string
+}{
+	{graveler.ErrRepositoryNotFound, "REPOSITORY_NOT_FOUND"},
+	{graveler.ErrRepositoryExists, "REPOSITORY_ALREADY_EXISTS"},
+	{graveler.ErrRepositoryDeleting, "REPOSITORY_DELETING"},
+	{graveler.ErrBranchNotFound, "BRANCH_NOT_FOUND"},
+	{graveler.ErrBranchExists, "BRANCH_ALREADY_EXISTS"},
+	{graveler.ErrTagNotFound, "TAG_NOT_FOUND"},
+	{graveler.ErrTagExists, "TAG_ALREADY_EXISTS"},
+	{graveler.ErrCommitNotFound, "COMMIT_NOT_FOUND"},
+	{graveler.ErrRefNotFound, "REF_NOT_FOUND"},
+	{graveler.ErrRefAmbiguous, "REF_AMBIGUOUS"},
+	{graveler.ErrEntryNotFound, "ENTRY_NOT_FOUND"},
+	{graveler.ErrEntryExists, "ENTRY_ALREADY_EXISTS"},
+	{graveler.ErrMetaRangeNotFound, "METARANGE_NOT_FOUND"},
+	{graveler.ErrValueTooLarge, "VALUE_TOO_LARGE"},
+	{graveler.ErrInvalidValue, "INVALID_VALUE"},
+	{graveler.ErrInvalidRef, "INVALID_REF"},
+	{graveler.ErrInvalidRepositoryID, "INVALID_REPOSITORY_ID"},
+	{graveler.ErrInvalidBranchID, "INVALID_BRANCH_ID"},
+	{graveler.ErrInvalidTagID, "INVALID_TAG_ID"},
+	{graveler.ErrInvalidCommitID, "INVALID_COMMIT_ID"},
+	{graveler.ErrInvalidKey, "INVALID_KEY"},
+	{graveler.ErrInvalidStorageNamespace, "INVALID_STORAGE_NAMESPACE"},
+	{graveler.ErrInvalidPageToken, "INVALID_PAGE_TOKEN"},
+	{ErrInvalidName, "INVALID_RESOURCE_NAME"},
+	{ErrInvalidPageSize, "INVALID_PAGE_SIZE"},
+	{ErrMissingField, "MISSING_FIELD"},
+	{ErrBatchTooLarge, "BATCH_TOO_LARGE"},
+	{graveler.ErrDeleteDefaultBranch, "DELETE_DEFAULT_BRANCH"},
+	{graveler.ErrNoChanges, "NO_CHANGES"},
+	{graveler.ErrDirtyBranch, "DIRTY_BRANCH"},
+	{graveler.ErrNotBareRepository, "NOT_BARE_REPOSITORY"},
+	{graveler.ErrNoMergeBase, "NO_MERGE_BASE"},
+	{graveler.ErrRevertMergeNoParent, "REVERT_MERGE_NO_PARENT"},
+	{graveler.ErrInvalidParentNumber, "INVALID_PARENT_NUMBER"},
+	{graveler.ErrMergeConflict, "MERGE_CONFLICT"},
+	{graveler.ErrBranchHeadMoved, "BRANCH_HEAD_MOVED"},
+	{graveler.ErrTooManyRetries, "TOO_MANY_RETRIES"},
+	{graveler.ErrAmbiguous, "OUTCOME_UNKNOWN"},
+	{kv.ErrAmbiguous, "OUTCOME_UNKNOWN"},
+	{kv.ErrPredicateFailed, "CONCURRENT_UPDATE"},
+	{graveler.ErrUnavailable, "STORE_UNAVAILABLE"},
+	{kv.ErrUnavailable, "STORE_UNAVAILABLE"},
+	{kv.ErrQuotaExceeded, "STORE_QUOTA_EXCEEDED"},
+	{kv.ErrKeyTooLarge, "KEY_TOO_LARGE"},
+	{kv.ErrValueTooLarge, "VALUE_TOO_LARGE"},
+	{ErrUnauthenticated, "UNAUTHENTICATED"},
+	// Category fallbacks.
+	{graveler.ErrNotFound, "NOT_FOUND"},
+	{graveler.ErrAlreadyExists, "ALREADY_EXISTS"},
+	{graveler.ErrInvalidArgument, "INVALID_ARGUMENT"},
+	{graveler.ErrConflict, "CONFLICT"},
+	{graveler.ErrFailedPrecondition, "FAILED_PRECONDITION"},
+	{context.DeadlineExceeded, "DEADLINE_EXCEEDED"},
+	{context.Canceled, "CANCELED"},
+}
+
+// code is the one switch from error categories to status codes.
+func code(err error) codes.Code {
+	switch {
+	case errors.Is(err, ErrUnauthenticated):
+		return codes.Unauthenticated
+	case errors.Is(err, context.DeadlineExceeded):
+		return codes.DeadlineExceeded
+	case errors.Is(err, context.Canceled):
+		return codes.Canceled
+	case errors.Is(err, graveler.ErrNotFound):
+		return codes.NotFound
+	case errors.Is(err, graveler.ErrAlreadyExists):
+		return codes.AlreadyExists
+	case errors.Is(err, graveler.ErrInvalidArgument),
+		errors.Is(err, kv.ErrKeyTooLarge), errors.Is(err, kv.ErrValueTooLarge):
+		return codes.InvalidArgument
+	case errors.Is(err, graveler.ErrConflict), errors.Is(err, kv.ErrPredicateFailed),
+		errors.Is(err, graveler.ErrAmbiguous), errors.Is(err, kv.ErrAmbiguous):
+		return codes.Aborted
+	case errors.Is(err, graveler.ErrFailedPrecondition):
+		return codes.FailedPrecondition
+	case errors.Is(err, graveler.ErrUnavailable), errors.Is(err, kv.ErrUnavailable):
+		return codes.Unavailable
+	case errors.Is(err, kv.ErrQuotaExceeded):
+		return codes.ResourceExhausted
+	}
+	return codes.Internal
+}
+
+// resourceError attaches ErrorInfo metadata (the resource an operation
+// addressed) to an error on its way to ToStatus.
+type resourceError struct {
+	err  error
+	meta map[string]string
+}
+
+func (e *resourceError) Error() string { return e.err.Error() }
+func (e *resourceError) Unwrap() error { return e.err }
+
+// withResource names the resource err concerns, as alternating key, value
+// pairs ("repository", "repositories/r", ...). Nil stays nil.
+func withResource(err error, kvs ...string) error {
+	if err == nil {
+		return nil
+	}
+	meta := make(map[string]string, len(kvs)/2)
+	for i := 0; i+1 < len(kvs); i += 2 {
+		if kvs[i+1] != "" {
+			meta[kvs[i]] = kvs[i+1]
+		}
+	}
+	return &resourceError{err: err, meta: meta}
+}
+
+// maxConflictKeys bounds the keys MERGE_CONFLICT lists in its metadata.
+const maxConflictKeys = 20
+
+// ToStatus is the one place where errors become gRPC statuses. requestID
+// names the request in the ErrorInfo and, for INTERNAL errors, in the
+// message, which then hides the error itself (the caller logs it).
+// A nil error gives nil; an error that already is a status passes through.
+func ToStatus(err error, requestID string) *status.Status {
+	if err == nil {
+		return nil
+	}
+	c := code(err)
+	if c == codes.Internal {
+		if st, ok := status.FromError(err); ok && st.Code() != codes.Unknown {
+			return st
+		}
+	}
+	meta := map[string]string{}
+	if re, ok := errors.AsType[*resourceError](err); ok {
+		for k, v := range re.meta {
+			meta[k] = v
+		}
+	}
+	reason := "INTERNAL"
+	for _, r := range reasons {
+		if errors.Is(err, r.err) {
+			reason = r.reason
+			break
+		}
+	}
+	if mc, ok := errors.AsType[*graveler.MergeConflictError](err); ok {
+		keys := make([]string, 0, min(len(mc.Keys), maxConflictKeys))
+		for i, k := range mc.Keys {
+			if i == maxConflictKeys {
+				break
+			}
+			keys = append(keys, string(k))
+		}
+		b, _ := json.Marshal(keys)
+		meta["conflictingKeys"] = string(b)
+		meta["conflictCount"] = strconv.Itoa(mc.Total)
+	}
+	if requestID != "" {
+		meta["requestId"] = requestID
+	}
+	msg := err.Error()
+	if c == codes.Internal {
+		msg = "internal error (request id " + requestID + ")"
+		meta = map[string]string{"requestId": requestID}
+	}
+	st := status.New(c, msg)
+	if d, derr := st.WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain, Metadata: meta}); derr == nil {
+		return d
+	}
+	return st
+}

@@ -1,0 +1,124 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"graveler/graveler"
+	"graveler/kv"
+)
+
+func errorInfo(t *testing.T, st *status.Status) *errdetails.ErrorInfo {
+	t.Helper()
+	for _, d := range st.Details() {
+		if ei, ok := d.(*errdetails.ErrorInfo); ok {
+			return ei
+		}
+	}
+	t.Fatalf("status %v has no ErrorInfo", st)
+	return nil
+}
+
+func TestToStatusCodesAndReasons(t *testing.T) {
+	cases := []struct {
+		err    error
+		code   codes.Code
+		reason string
+	}{
+		{graveler.ErrRepositoryNotFound, codes.NotFound, "REPOSITORY_NOT_FOUND"},
+		{graveler.ErrBranchNotFound, codes.NotFound, "BRANCH_NOT_FOUND"},
+		{graveler.ErrEntryNotFound, codes.NotFound, "ENTRY_NOT_FOUND"},
+		{graveler.ErrNotFound, codes.NotFound, "NOT_FOUND"},
+		{graveler.ErrRepositoryExists, codes.AlreadyExists, "REPOSITORY_ALREADY_EXISTS"},
+		{graveler.ErrTagExists, codes.AlreadyExists, "TAG_ALREADY_EXISTS"},
+		{graveler.ErrInvalidBranchID, codes.InvalidArgument, "INVALID_BRANCH_ID"},
+		{ErrInvalidPageToken, codes.InvalidArgument, "INVALID_PAGE_TOKEN"},
+		{ErrInvalidName, codes.InvalidArgument, "INVALID_RESOURCE_NAME"},
+		{graveler.ErrBranchHeadMoved, codes.Aborted, "BRANCH_HEAD_MOVED"},
+		{graveler.ErrTooManyRetries, codes.Aborted, "TOO_MANY_RETRIES"},
+		{kv.ErrPredicateFailed, codes.Aborted, "CONCURRENT_UPDATE"},
+		{graveler.ErrAmbiguous, codes.Aborted, "OUTCOME_UNKNOWN"},
+		{kv.ErrAmbiguous, codes.Aborted, "OUTCOME_UNKNOWN"},
+		{graveler.ErrMergeConflict, codes.FailedPrecondition, "MERGE_CONFLICT"},
+		{graveler.ErrRepositoryDeleting, codes.FailedPrecondition, "REPOSITORY_DELETING"},
+		{graveler.ErrDirtyBranch, codes.FailedPrecondition, "DIRTY_BRANCH"},
+		{graveler.ErrNoChanges, codes.FailedPrecondition, "NO_CHANGES"},
+		{graveler.ErrUnavailable, codes.Unavailable, "STORE_UNAVAILABLE"},
+		{kv.ErrUnavailable, codes.Unavailable, "STORE_UNAVAILABLE"},
+		{kv.ErrQuotaExceeded, codes.ResourceExhausted, "STORE_QUOTA_EXCEEDED"},
+		{context.DeadlineExceeded, codes.DeadlineExceeded, "DEADLINE_EXCEEDED"},
+		{context.Canceled, codes.Canceled, "CANCELED"},
+		{ErrUnauthenticated, codes.Unauthenticated, "UNAUTHENTICATED"},
+		{errors.New("disk on fire at /secret/path"), codes.Internal, "INTERNAL"},
+	}
+	for _, c := range cases {
+		t.Run(c.reason, func(t *testing.T) {
+			wrapped := withResource(fmt.Errorf("op: %w", c.err), "repository", "repositories/r1")
+			st := ToStatus(wrapped, "rid-1")
+			if st.Code() != c.code {
+				t.Fatalf("code = %v, want %v (err %v)", st.Code(), c.code, c.err)
+			}
+			ei := errorInfo(t, st)
+			if ei.GetReason() != c.reason || ei.GetDomain() != ErrorDomain {
+				t.Fatalf("ErrorInfo = %v, want reason %s", ei, c.reason)
+			}
+			if ei.GetMetadata()["requestId"] != "rid-1" {
+				t.Fatalf("metadata %v lacks the request id", ei.GetMetadata())
+			}
+			if c.code == codes.Internal {
+				if strings.Contains(st.Message(), "secret") || ei.GetMetadata()["repository"] != "" {
+					t.Fatalf("internal error leaks: %q %v", st.Message(), ei.GetMetadata())
+				}
+				return
+			}
+			if ei.GetMetadata()["repository"] != "repositories/r1" {
+				t.Fatalf("metadata %v lacks the resource", ei.GetMetadata())
+			}
+		})
+	}
+}
+
+func TestToStatusMergeConflictKeys(t *testing.T) {
+	err := &graveler.MergeConflictError{Keys: []graveler.Key{graveler.Key("a/1"), graveler.Key("b\"2")}, Total: 7}
+	st := ToStatus(withResource(fmt.Errorf("merge: %w", err), "branch", "repositories/r/branches/main"), "x")
+	if st.Code() != codes.FailedPrecondition {
+		t.Fatalf("code %v", st.Code())
+	}
+	md := errorInfo(t, st).GetMetadata()
+	if md["conflictingKeys"] != `["a/1","b\"2"]` || md["conflictCount"] != "7" || md["branch"] != "repositories/r/branches/main" {
+		t.Fatalf("metadata %v", md)
+	}
+}
+
+func TestToStatusPassesStatusThrough(t *testing.T) {
+	in := status.Error(codes.ResourceExhausted, "too big")
+	if st := ToStatus(in, "r"); st.Code() != codes.ResourceExhausted || st.Message() != "too big" {
+		t.Fatalf("got %v", st)
+	}
+	if ToStatus(nil, "r") != nil {
+		t.Fatal("nil error gave a status")
+	}
+}
+
+func TestPageSize(t *testing.T) {
+	for _, c := range []struct {
+		in   int32
+		want int
+		bad  bool
+	}{{0, DefaultPageSize, false}, {5, 5, false}, {MaxPageSize + 1, MaxPageSize, false}, {-1, 0, true}} {
+		got, err := pageSize(c.in)
+		if (err != nil) != c.bad || got != c.want {
+			t.Errorf("pageSize(%d) = %d, %v", c.in, got, err)
+		}
+		if c.bad && !errors.Is(err, graveler.ErrInvalidArgument) {
+			t.Errorf("pageSize(%d) error %v is not invalid argument", c.in, err)
+		}
+	}
+}

@@ -1,0 +1,342 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	pb "graveler/api/graveler/v1"
+)
+
+// RequestIDHeader carries the request id, in and out.
+const RequestIDHeader = "x-request-id"
+
+var (
+	requestsTotal = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "graveler_grpc_requests_total",
+		Help: "gRPC requests handled, by method and status code.",
+	}, []string{"method", "code"})
+	requestSeconds = promauto.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "graveler_grpc_request_duration_seconds",
+		Help:    "gRPC request latency, by method.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+	}, []string{"method"})
+)
+
+// GRPCOptions shape the gRPC server. Zero values take the defaults noted.
+type GRPCOptions struct {
+	// TLS, when set, serves TLS (set ClientCAs and ClientAuth for mTLS).
+	TLS *tls.Config
+	// Tokens, when set, requires "authorization: Bearer <token>" on every
+	// call except the health service.
+	Tokens *Tokens
+	// MaxRecvMsgSize bounds a request message (default 4 MiB).
+	MaxRecvMsgSize int
+	// MaxSendMsgSize bounds a response message (default 16 MiB).
+	MaxSendMsgSize int
+	// DefaultTimeout bounds unary calls that carry no deadline (0: none).
+	DefaultTimeout time.Duration
+	// Keepalive and KeepalivePolicy are set together so that the pings the
+	// server sends and those it accepts agree (defaults: ping an idle
+	// connection every 2m, drop it after 20s without an answer; accept
+	// client pings every 10s or slower, also without active calls).
+	Keepalive       keepalive.ServerParameters
+	KeepalivePolicy keepalive.EnforcementPolicy
+	// Logger logs one line per request (default: no logs).
+	Logger *zap.Logger
+}
+
+// GRPC is a configured gRPC server with its health service.
+type GRPC struct {
+	Server *grpc.Server
+	Health *health.Server
+}
+
+// NewGRPCServer registers srv, the health service (NOT_SERVING until
+// RunHealth or SetServing says otherwise) and reflection on a new
+// grpc.Server with the interceptors described in the package doc.
+func NewGRPCServer(srv *Server, o GRPCOptions) *GRPC {
+	if o.MaxRecvMsgSize <= 0 {
+		o.MaxRecvMsgSize = 4 << 20
+	}
+	if o.MaxSendMsgSize <= 0 {
+		o.MaxSendMsgSize = 16 << 20
+	}
+	if o.Keepalive == (keepalive.ServerParameters{}) {
+		o.Keepalive = keepalive.ServerParameters{Time: 2 * time.Minute, Timeout: 20 * time.Second}
+	}
+	if o.KeepalivePolicy == (keepalive.EnforcementPolicy{}) {
+		o.KeepalivePolicy = keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	ob := &observer{log: o.Logger, tokens: o.Tokens, timeout: o.DefaultTimeout}
+	opts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(o.MaxRecvMsgSize),
+		grpc.MaxSendMsgSize(o.MaxSendMsgSize),
+		grpc.KeepaliveParams(o.Keepalive),
+		grpc.KeepaliveEnforcementPolicy(o.KeepalivePolicy),
+		grpc.UnaryInterceptor(ob.unary),
+		grpc.StreamInterceptor(ob.stream),
+	}
+	if o.TLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(o.TLS)))
+	}
+	gs := grpc.NewServer(opts...)
+	pb.RegisterGravelerServiceServer(gs, srv)
+	hs := health.NewServer()
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	hs.SetServingStatus(pb.GravelerService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
+	healthpb.RegisterHealthServer(gs, hs)
+	reflection.Register(gs)
+	return &GRPC{Server: gs, Health: hs}
+}
+
+// SetServing sets the health of the server and of the Graveler service.
+func (g *GRPC) SetServing(serving bool) {
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if serving {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	g.Health.SetServingStatus("", st)
+	g.Health.SetServingStatus(pb.GravelerService_ServiceDesc.ServiceName, st)
+}
+
+// RunHealth probes the metadata store every interval and reports SERVING
+// only while probe succeeds. It returns when ctx ends, leaving the status
+// as it was (the caller sets NOT_SERVING when it starts to drain).
+func (g *GRPC) RunHealth(ctx context.Context, probe func(context.Context) error, interval, timeout time.Duration, log *zap.Logger) {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	last := true
+	check := func() {
+		pctx, cancel := context.WithTimeout(ctx, timeout)
+		err := probe(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		ok := err == nil
+		if ok != last {
+			if ok {
+				log.Info("metadata store reachable: serving")
+			} else {
+				log.Warn("metadata store unreachable: not serving", zap.Error(err))
+			}
+		}
+		last = ok
+		g.SetServing(ok)
+	}
+	check()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			check()
+		}
+	}
+}
+
+type observer struct {
+	log     *zap.Logger
+	tokens  *Tokens
+	timeout time.Duration
+}
+
+type requestIDKey struct{}
+
+// RequestID returns the id of the request ctx belongs to.
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
+}
+
+func newRequestID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// requestID takes the caller's id when it is short and printable, so that a
+// client's logs and the server's line up; otherwise it makes one.
+func requestID(ctx context.Context) string {
+	md, _ := metadata.FromIncomingContext(ctx)
+	if v := md.Get(RequestIDHeader); len(v) == 1 && len(v[0]) <= 64 && v[0] != "" {
+		ok := true
+		for _, r := range v[0] {
+			if r < 0x21 || r > 0x7e {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return v[0]
+		}
+	}
+	return newRequestID()
+}
+
+func (o *observer) authenticate(ctx context.Context, method string) (string, error) {
+	if o.tokens == nil || strings.HasPrefix(method, "/grpc.health.v1.Health/") {
+		return "", nil
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	v := md.Get("authorization")
+	if len(v) != 1 {
+		return "", fmt.Errorf("%w: missing authorization: Bearer <token>", ErrUnauthenticated)
+	}
+	scheme, tok, ok := strings.Cut(v[0], " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", fmt.Errorf("%w: authorization is not a bearer token", ErrUnauthenticated)
+	}
+	label, ok := o.tokens.Lookup(strings.TrimSpace(tok))
+	if !ok {
+		return "", fmt.Errorf("%w: unknown token", ErrUnauthenticated)
+	}
+	return label, nil
+}
+
+// call runs f, turning a panic into an INTERNAL error.
+func call(f func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("server: panic in handler: %v", r)
+		}
+	}()
+	return f()
+}
+
+// finish converts err into a status, logs the request and records metrics.
+func (o *observer) finish(method, repo, rid, principal string, start time.Time, err error) error {
+	st := ToStatus(err, rid)
+	c := codes.OK
+	if st != nil {
+		c = st.Code()
+	}
+	d := time.Since(start)
+	short := method[strings.LastIndexByte(method, '/')+1:]
+	requestsTotal.WithLabelValues(short, c.String()).Inc()
+	requestSeconds.WithLabelValues(short).Observe(d.Seconds())
+	fields := []zap.Field{
+		zap.String("method", method), zap.String("repository", repo),
+		zap.String("code", c.String()), zap.Duration("duration", d), zap.String("request_id", rid),
+	}
+	if principal != "" {
+		fields = append(fields, zap.String("principal", principal))
+	}
+	switch c {
+	case codes.OK:
+		o.log.Info("request", fields...)
+	case codes.Internal:
+		o.log.Error("request", append(fields, zap.Error(err))...)
+	default:
+		o.log.Info("request", append(fields, zap.String("error", st.Message()))...)
+	}
+	if st == nil {
+		return nil
+	}
+	return st.Err()
+}
+
+func (o *observer) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	start := time.Now()
+	rid := requestID(ctx)
+	ctx = context.WithValue(ctx, requestIDKey{}, rid)
+	_ = grpc.SetHeader(ctx, metadata.Pairs(RequestIDHeader, rid))
+	var resp any
+	principal, err := o.authenticate(ctx, info.FullMethod)
+	if err == nil {
+		if _, has := ctx.Deadline(); !has && o.timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, o.timeout)
+			defer cancel()
+		}
+		err = call(func() error {
+			var herr error
+			resp, herr = handler(ctx, req)
+			return herr
+		})
+	}
+	return resp, o.finish(info.FullMethod, repositoryOf(req), rid, principal, start, err)
+}
+
+// observedStream carries the request id in its context and remembers the
+// first message received, to log the repository it names.
+type observedStream struct {
+	grpc.ServerStream
+	ctx   context.Context
+	first proto.Message
+}
+
+func (s *observedStream) Context() context.Context { return s.ctx }
+
+func (s *observedStream) RecvMsg(m any) error {
+	err := s.ServerStream.RecvMsg(m)
+	if err == nil && s.first == nil {
+		s.first, _ = m.(proto.Message)
+	}
+	return err
+}
+
+func (o *observer) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	start := time.Now()
+	rid := requestID(ss.Context())
+	_ = ss.SetHeader(metadata.Pairs(RequestIDHeader, rid))
+	ws := &observedStream{ServerStream: ss, ctx: context.WithValue(ss.Context(), requestIDKey{}, rid)}
+	principal, err := o.authenticate(ws.ctx, info.FullMethod)
+	if err == nil {
+		err = call(func() error { return handler(srv, ws) })
+	}
+	return o.finish(info.FullMethod, repositoryOf(ws.first), rid, principal, start, err)
+}
+
+// repositoryOf names the repository a request addresses, for the logs.
+func repositoryOf(req any) string {
+	m, ok := req.(proto.Message)
+	if !ok || m == nil {
+		return ""
+	}
+	r := m.ProtoReflect()
+	if !r.IsValid() {
+		return ""
+	}
+	fields := r.Descriptor().Fields()
+	for _, f := range []string{"name", "parent", "repository", "branch", "destination"} {
+		fd := fields.ByName(protoreflect.Name(f))
+		if fd == nil || fd.Kind().String() != "string" {
+			continue
+		}
+		v := r.Get(fd).String()
+		if rest, ok := strings.CutPrefix(v, collRepositories+"/"); ok {
+			repo, _, _ := strings.Cut(rest, "/")
+			return repo
+		}
+	}
+	if fd := fields.ByName("repository_id"); fd != nil {
+		return r.Get(fd).String()
+	}
+	return ""
+}

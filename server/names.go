@@ -1,0 +1,100 @@
+package server
+
+import (
+	"fmt"
+	"strings"
+
+	"graveler/graveler"
+)
+
+// Resource name collections (AIP-122).
+const (
+	collRepositories = "repositories"
+	collBranches     = "branches"
+	collTags         = "tags"
+	collCommits      = "commits"
+)
+
+// RepositoryName returns "repositories/{repo}".
+func RepositoryName(repo graveler.RepositoryID) string {
+	return collRepositories + "/" + string(repo)
+}
+
+// BranchName returns "repositories/{repo}/branches/{branch}".
+func BranchName(repo graveler.RepositoryID, branch graveler.BranchID) string {
+	return RepositoryName(repo) + "/" + collBranches + "/" + string(branch)
+}
+
+// TagName returns "repositories/{repo}/tags/{tag}".
+func TagName(repo graveler.RepositoryID, tag graveler.TagID) string {
+	return RepositoryName(repo) + "/" + collTags + "/" + string(tag)
+}
+
+// CommitName returns "repositories/{repo}/commits/{commit}".
+func CommitName(repo graveler.RepositoryID, commit graveler.CommitID) string {
+	return RepositoryName(repo) + "/" + collCommits + "/" + string(commit)
+}
+
+func parseRepository(name string) (graveler.RepositoryID, error) {
+	id, ok := strings.CutPrefix(name, collRepositories+"/")
+	if !ok || id == "" || strings.Contains(id, "/") {
+		return "", fmt.Errorf("%w: %q is not repositories/{repository}", ErrInvalidName, name)
+	}
+	repo := graveler.RepositoryID(id)
+	if err := graveler.ValidateRepositoryID(repo); err != nil {
+		return "", err
+	}
+	return repo, nil
+}
+
+// parseChild splits "repositories/{repo}/{collection}/{id}".
+func parseChild(name, collection string) (graveler.RepositoryID, string, error) {
+	parts := strings.Split(name, "/")
+	if len(parts) != 4 || parts[0] != collRepositories || parts[2] != collection || parts[1] == "" || parts[3] == "" {
+		return "", "", fmt.Errorf("%w: %q is not repositories/{repository}/%s/{id}", ErrInvalidName, name, collection)
+	}
+	repo := graveler.RepositoryID(parts[1])
+	if err := graveler.ValidateRepositoryID(repo); err != nil {
+		return "", "", err
+	}
+	return repo, parts[3], nil
+}
+
+func parseBranch(name string) (graveler.RepositoryID, graveler.BranchID, error) {
+	repo, id, err := parseChild(name, collBranches)
+	if err != nil {
+		return "", "", err
+	}
+	b := graveler.BranchID(id)
+	if err := graveler.ValidateBranchID(b); err != nil {
+		return "", "", err
+	}
+	return repo, b, nil
+}
+
+func parseTag(name string) (graveler.RepositoryID, graveler.TagID, error) {
+	repo, id, err := parseChild(name, collTags)
+	if err != nil {
+		return "", "", err
+	}
+	t := graveler.TagID(id)
+	if err := graveler.ValidateTagID(t); err != nil {
+		return "", "", err
+	}
+	return repo, t, nil
+}
+
+func parseCommit(name string) (graveler.RepositoryID, graveler.Ref, error) {
+	repo, id, err := parseChild(name, collCommits)
+	if err != nil {
+		return "", "", err
+	}
+	return repo, graveler.Ref(id), nil
+}
+
+func requireRef(field, ref string) (graveler.Ref, error) {
+	if ref == "" {
+		return "", fmt.Errorf("%w: %s", ErrMissingField, field)
+	}
+	return graveler.Ref(ref), nil
+}
