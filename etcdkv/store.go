@@ -96,6 +96,7 @@ type Store struct {
 var (
 	_ kv.Store            = (*Store)(nil)
 	_ kv.PartitionDropper = (*Store)(nil)
+	_ kv.SetReader        = (*Store)(nil)
 )
 
 // New dials etcd and returns a Store that owns the client.
@@ -236,6 +237,68 @@ func (s *Store) set(ctx context.Context, partition, key, value []byte) error {
 		_, err := s.cli.Put(c, k, string(value))
 		return err == nil, err
 	})
+}
+
+// SetAndRead is one transaction: the puts, then a range read of each key,
+// all at the puts' revision. Puts are idempotent, so an ambiguous first
+// attempt is settled by sending the same transaction again; its reads are
+// then at the later revision, still after the puts of these values.
+func (s *Store) SetAndRead(ctx context.Context, writes []kv.Write, reads []kv.KeyRef) ([]kv.Entry, error) {
+	start := time.Now()
+	out, err := s.setAndRead(ctx, writes, reads)
+	observe("set_and_read", start, err)
+	return out, err
+}
+
+func (s *Store) setAndRead(ctx context.Context, writes []kv.Write, reads []kv.KeyRef) ([]kv.Entry, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	if err := kv.CheckSetAndRead(writes, reads); err != nil {
+		return nil, err
+	}
+	ops := make([]clientv3.Op, 0, len(writes)+len(reads))
+	for _, w := range writes {
+		if err := s.cfg.Limits.CheckWrite(w.Partition, w.Key, w.Value); err != nil {
+			return nil, err
+		}
+		ops = append(ops, clientv3.OpPut(s.etcdKey(w.Partition, w.Key), string(w.Value)))
+	}
+	for _, r := range reads {
+		if err := s.cfg.Limits.CheckKey(r.Partition, r.Key); err != nil {
+			return nil, err
+		}
+		ops = append(ops, clientv3.OpGet(s.etcdKey(r.Partition, r.Key)))
+	}
+	var resp *clientv3.TxnResponse
+	send := func(c context.Context) error {
+		var err error
+		resp, err = s.cli.Txn(c).Then(ops...).Commit()
+		return err
+	}
+	if err := send(ctx); err != nil {
+		what := fmt.Sprintf("set %d keys (first %q in partition %q) and read %d", len(writes), writes[0].Key, writes[0].Partition, len(reads))
+		if !maybeApplied(ctx, err) {
+			return nil, writeErr(ctx, what, err)
+		}
+		if err := s.settle(ctx, what, err, func(c context.Context) (bool, error) {
+			err := send(c)
+			return err == nil, err
+		}); err != nil {
+			return nil, err
+		}
+	}
+	if len(resp.Responses) != len(ops) {
+		return nil, fmt.Errorf("etcdkv: set and read: %d responses to %d operations", len(resp.Responses), len(ops))
+	}
+	out := make([]kv.Entry, len(reads))
+	for i, r := range reads {
+		out[i] = kv.Entry{Key: append([]byte(nil), r.Key...)}
+		if rr := resp.Responses[len(writes)+i].GetResponseRange(); rr != nil && len(rr.Kvs) > 0 {
+			out[i].Value, out[i].Predicate = rr.Kvs[0].Value, kv.NewPredicate(rr.Kvs[0].ModRevision)
+		}
+	}
+	return out, nil
 }
 
 func (s *Store) SetIf(ctx context.Context, partition, key, value []byte, pred kv.Predicate) error {

@@ -66,13 +66,32 @@ func (g *Graveler) Commit(ctx context.Context, repoID RepositoryID, branch Branc
 	return id, err
 }
 
+// contendedUpdateRounds is how many times a commit's branch update starts
+// over after the ref manager gave up on lost compare-and-swaps.
+const contendedUpdateRounds = 3
+
+// contendedUpdate is BranchUpdate for a commit's two steps. Each lost
+// compare-and-swap means another update of the branch succeeded (most
+// often another commit's), so a commit keeps going for a few more rounds
+// of the ref manager's bounded retries rather than fail its caller while
+// the branch is busy, not broken.
+func (g *Graveler) contendedUpdate(ctx context.Context, repo *RepositoryRecord, branch BranchID, f BranchUpdateFunc) error {
+	for round := 0; ; round++ {
+		err := g.refs.BranchUpdate(ctx, repo, branch, f)
+		if !errors.Is(err, ErrTooManyRetries) || round+1 >= contendedUpdateRounds || ctx.Err() != nil {
+			return err
+		}
+		commitContention.Inc()
+	}
+}
+
 // commit is one pass of the flow; absorbed reports that it committed the
 // branch's existing sealed tokens without sealing its staging token.
 func (g *Graveler) commit(ctx context.Context, repo *RepositoryRecord, branch BranchID, params CommitParams) (CommitID, bool, error) {
 	var toks []StagingToken
 	var base CommitID
 	absorb, clean := false, false
-	err := g.refs.BranchUpdate(ctx, repo, branch, func(cur *Branch) (*Branch, error) {
+	err := g.contendedUpdate(ctx, repo, branch, func(cur *Branch) (*Branch, error) {
 		base = cur.CommitID
 		if !params.AllowEmpty && len(cur.SealedTokens) == 0 {
 			// Nothing staged: every write acknowledged before this commit
@@ -136,7 +155,7 @@ func (g *Graveler) commit(ctx context.Context, repo *RepositoryRecord, branch Br
 		}
 		var moved *Branch
 		consumed := toks
-		err = g.refs.BranchUpdate(ctx, repo, branch, func(cur *Branch) (*Branch, error) {
+		err = g.contendedUpdate(ctx, repo, branch, func(cur *Branch) (*Branch, error) {
 			n := len(cur.SealedTokens)
 			if cur.CommitID != base || n < len(toks) || !slices.Equal(cur.SealedTokens[n-len(toks):], toks) {
 				moved = cloneBranch(cur)

@@ -16,7 +16,11 @@ import (
 // that completed before the re-read saw the token still current is seen
 // by any commit that seals it; a write that raced a seal is repeated into
 // the new token, where the same identity makes it idempotent.
-func (g *Graveler) writeBranch(ctx context.Context, repo *RepositoryRecord, id BranchID, write func(StagingToken) error) error {
+//
+// fenced, when not nil, is a write that reads the branch itself, after
+// the write took effect and in the same round trip (stageFenced); it
+// replaces write followed by recheck.
+func (g *Graveler) writeBranch(ctx context.Context, repo *RepositoryRecord, id BranchID, write func(StagingToken) error, fenced func(StagingToken) (*RepositoryRecord, *Branch, error)) error {
 	b, ok := g.cache.get(repo, id)
 	if !ok {
 		var err error
@@ -26,10 +30,21 @@ func (g *Graveler) writeBranch(ctx context.Context, repo *RepositoryRecord, id B
 		g.cache.put(repo, id, b)
 	}
 	for attempt := 0; ; attempt++ {
-		if err := write(b.StagingToken); err != nil {
-			return err
+		var cur *Branch
+		var err error
+		if fenced != nil {
+			var r *RepositoryRecord
+			if r, cur, err = fenced(b.StagingToken); err == nil {
+				g.repos.put(r)
+			} else {
+				g.repos.forget(repo.RepositoryID)
+			}
+		} else {
+			if err := write(b.StagingToken); err != nil {
+				return err
+			}
+			cur, err = g.recheck(ctx, repo, id)
 		}
-		cur, err := g.recheck(ctx, repo, id)
 		if err != nil {
 			g.cache.forget(repo, id)
 			return err
@@ -43,6 +58,25 @@ func (g *Graveler) writeBranch(ctx context.Context, repo *RepositoryRecord, id B
 			return fmt.Errorf("write to branch %s of repository %s: staging token kept changing: %w", id, repo.RepositoryID, ErrTooManyRetries)
 		}
 		b = cur
+	}
+}
+
+// stageFenced returns writeBranch's fenced write of one entry (nil value:
+// a tombstone), or nil when the stores cannot read the fence with it.
+func (g *Graveler) stageFenced(ctx context.Context, repo *RepositoryRecord, id BranchID, key Key, value *Value) func(StagingToken) (*RepositoryRecord, *Branch, error) {
+	if g.fencer == nil {
+		return nil
+	}
+	return func(st StagingToken) (*RepositoryRecord, *Branch, error) {
+		reads, err := g.fencer.BranchFenceReads(repo, id)
+		if err != nil {
+			return nil, nil, err
+		}
+		got, err := g.fstager.SetAndRead(ctx, st, key, value, reads)
+		if err != nil {
+			return nil, nil, err
+		}
+		return g.fencer.ParseBranchFence(repo, id, got)
 	}
 }
 
@@ -114,7 +148,7 @@ func (g *Graveler) Set(ctx context.Context, repoID RepositoryID, branch BranchID
 	}
 	return g.writeBranch(ctx, repo, branch, func(st StagingToken) error {
 		return g.staging.Set(ctx, st, key, &value)
-	})
+	}, g.stageFenced(ctx, repo, branch, key, &value))
 }
 
 // SetBatch stages many entries on a branch (nil Value: delete). It is not
@@ -145,7 +179,7 @@ func (g *Graveler) SetBatch(ctx context.Context, repoID RepositoryID, branch Bra
 	}
 	return g.writeBranch(ctx, repo, branch, func(st StagingToken) error {
 		return g.staging.SetBatch(ctx, st, records)
-	})
+	}, nil)
 }
 
 // Delete stages a tombstone for key; ErrEntryNotFound if it is not visible.
@@ -162,7 +196,7 @@ func (g *Graveler) Delete(ctx context.Context, repoID RepositoryID, branch Branc
 	}
 	return g.writeBranch(ctx, repo, branch, func(st StagingToken) error {
 		return g.staging.Set(ctx, st, key, nil)
-	})
+	}, g.stageFenced(ctx, repo, branch, key, nil))
 }
 
 // ---- reader flow (seed 004) ----

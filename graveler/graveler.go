@@ -21,6 +21,10 @@ type Graveler struct {
 	cfg       Config
 	cache     *branchCache
 	repos     *repoCache
+	// fencer and fstager are set when the writer's fence can be read in
+	// the same round trip as a single-entry write.
+	fencer  BranchFencer
+	fstager FencedStager
 }
 
 // Config tunes the service. Zero values take the defaults noted.
@@ -47,6 +51,11 @@ type Config struct {
 	// only with in-memory stores under the race detector), not a limit
 	// a real workload meets; graveler_write_retries_total counts them.
 	FenceRetries int
+	// SeparateFenceRead keeps the writer's fence a separate, amortized
+	// branch read even when the stores can read it in the same round trip
+	// as a single-entry write (the default on etcd). For comparison and as
+	// an escape hatch; both are correct.
+	SeparateFenceRead bool
 	// Now returns the current time (default time.Now), for tests.
 	Now func() time.Time
 }
@@ -85,10 +94,22 @@ func (c Config) withDefaults() Config {
 // New returns a Graveler. It starts no goroutines.
 func New(refs RefManager, staging StagingManager, committed CommittedManager, cfg Config) *Graveler {
 	cfg = cfg.withDefaults()
-	return &Graveler{refs: refs, staging: staging, committed: committed, cfg: cfg,
+	g := &Graveler{refs: refs, staging: staging, committed: committed, cfg: cfg,
 		cache: &branchCache{ttl: cfg.BranchCacheTTL, size: cfg.BranchCacheSize, m: map[string]branchCacheEntry{}, now: cfg.Now},
 		repos: &repoCache{ttl: cfg.BranchCacheTTL, size: cfg.BranchCacheSize, m: map[RepositoryID]repoCacheEntry{}, now: cfg.Now}}
+	if !cfg.SeparateFenceRead {
+		f, ok1 := refs.(BranchFencer)
+		s, ok2 := staging.(FencedStager)
+		if ok1 && ok2 && s.FencedWrites() {
+			g.fencer, g.fstager = f, s
+		}
+	}
+	return g
 }
+
+// FencedWrites reports whether single-entry writes read their fence in
+// the same round trip (see Config.SeparateFenceRead).
+func (g *Graveler) FencedWrites() bool { return g.fencer != nil }
 
 // CommitParams describe a new commit.
 type CommitParams struct {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"iter"
 	"time"
+
+	"graveler/kv"
 )
 
 // The interfaces below are owned by the Graveler service, their consumer.
@@ -124,6 +126,31 @@ type StagingManager interface {
 	Drop(ctx context.Context, st StagingToken) error
 	// List iterates a token's entries (tombstones included) in key order.
 	List(ctx context.Context, st StagingToken) (ValueIterator, error)
+}
+
+// FencedStager is an optional ability of a StagingManager: stage one
+// entry and, in the same round trip, read kv records no earlier than the
+// write took effect (kv.SetAndRead). With a RefManager that is a
+// BranchFencer it folds the writer's fence into the write.
+type FencedStager interface {
+	// FencedWrites reports whether SetAndRead is one round trip, so worth
+	// using instead of a write and an amortized branch read.
+	FencedWrites() bool
+	// SetAndRead stages value for key (nil: a tombstone) and reads reads.
+	SetAndRead(ctx context.Context, st StagingToken, key Key, value *Value, reads []kv.KeyRef) ([]kv.Entry, error)
+}
+
+// BranchFencer is an optional ability of a RefManager: name the kv records
+// of a repository and of one of its branches, and parse what was read of
+// them, so that a staged write can read them in the same round trip.
+type BranchFencer interface {
+	// BranchFenceReads returns the repository's record, then the branch's.
+	BranchFenceReads(repo *RepositoryRecord, id BranchID) ([]kv.KeyRef, error)
+	// ParseBranchFence checks what was read of BranchFenceReads: the
+	// repository still active and the same incarnation as repo
+	// (ErrRepositoryNotFound otherwise), the branch present
+	// (ErrBranchNotFound otherwise). It returns both as read.
+	ParseBranchFence(repo *RepositoryRecord, id BranchID, got []kv.Entry) (*RepositoryRecord, *Branch, error)
 }
 
 // CommittedManager stores committed entries as ranges and metaranges in the

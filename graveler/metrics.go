@@ -18,6 +18,10 @@ var (
 		Name: "graveler_commit_rebases_total",
 		Help: "Commits that found the branch moved by a concurrent commit and re-applied their remaining sealed tokens onto the new head (seed 004's overlap rule).",
 	})
+	commitContention = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "graveler_commit_contended_updates_total",
+		Help: "Commit branch updates that lost the ref manager's whole round of compare-and-swap retries to other updates of the branch and started another round.",
+	})
 	writeRetries = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "graveler_write_retries_total",
 		Help: "Staged writes repeated into a new staging token because a commit sealed the one they wrote to.",

@@ -49,8 +49,14 @@ type fixture struct {
 }
 
 func newFixture(t testing.TB, store kv.Store, cfg graveler.Config) *fixture {
+	return newFixtureRepo(t, store, cfg, "repo")
+}
+
+// newFixtureRepo is newFixture with a repository of its own name, for
+// fixtures sharing one store.
+func newFixtureRepo(t testing.TB, store kv.Store, cfg graveler.Config, repo graveler.RepositoryID) *fixture {
 	g := gravelertest.New(t, store, gravelertest.Options{Graveler: cfg})
-	f := &fixture{t: t, g: g, ctx: context.Background(), repo: "repo"}
+	f := &fixture{t: t, g: g, ctx: context.Background(), repo: repo}
 	if _, err := g.CreateRepository(f.ctx, f.repo, gravelertest.Namespace(), "main"); err != nil {
 		t.Fatal(err)
 	}

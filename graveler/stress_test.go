@@ -45,9 +45,16 @@ type stressResult struct {
 // and the checker demands that every acknowledged write is there with its
 // last value, and that every commit reported successful is in the
 // branch's first-parent history.
-func runStress(t *testing.T, store kv.Store, faults *kvtest.FaultStore, dur time.Duration) stressResult {
+func runStress(t *testing.T, store kv.Store, faults *kvtest.FaultStore, cfg graveler.Config, dur time.Duration) stressResult {
 	const writers, committers, readers, keysPerWriter = 16, 4, 2, 64
-	f := newFixture(t, store, graveler.Config{})
+	repo := graveler.RepositoryID("repo")
+	if cfg.SeparateFenceRead {
+		repo = "repo-separate-read"
+	}
+	f := newFixtureRepo(t, store, cfg, repo)
+	if f.g.FencedWrites() == cfg.SeparateFenceRead {
+		t.Fatalf("fenced writes %v with SeparateFenceRead %v", f.g.FencedWrites(), cfg.SeparateFenceRead)
+	}
 	if faults != nil {
 		faults.FailRandomly(uint64(time.Now().UnixNano()), 0.01,
 			kvtest.FaultError, kvtest.FaultAmbiguousApplied, kvtest.FaultAmbiguousNotApplied)
@@ -181,19 +188,40 @@ func runStress(t *testing.T, store kv.Store, faults *kvtest.FaultStore, dur time
 	return res
 }
 
+// fenceModes are the two writer fences: read in the same kv round trip as
+// the write (the default wherever the store can), or as a separate,
+// amortized branch read.
+var fenceModes = []struct {
+	name string
+	cfg  graveler.Config
+}{
+	{"fenced-write", graveler.Config{}},
+	{"separate-read", graveler.Config{SeparateFenceRead: true}},
+}
+
 func TestConcurrentWritersAndCommitters(t *testing.T) {
 	dur := stressDuration(t, 20*time.Second)
 	forEachBackend(t, func(t *testing.T, store kv.Store) {
-		runStress(t, store, nil, dur)
+		for _, m := range fenceModes {
+			t.Run(m.name, func(t *testing.T) {
+				t.Parallel()
+				runStress(t, store, nil, m.cfg, dur)
+			})
+		}
 	})
 }
 
 func TestConcurrentWritersAndCommittersWithFaults(t *testing.T) {
 	dur := stressDuration(t, 10*time.Second)
 	forEachBackend(t, func(t *testing.T, store kv.Store) {
-		fs := kvtest.NewFaultStore(store)
-		if res := runStress(t, fs, fs, dur); res.injected == 0 {
-			t.Fatal("no fault was injected")
+		for _, m := range fenceModes {
+			t.Run(m.name, func(t *testing.T) {
+				t.Parallel()
+				fs := kvtest.NewFaultStore(store)
+				if res := runStress(t, fs, fs, m.cfg, dur); res.injected == 0 {
+					t.Fatal("no fault was injected")
+				}
+			})
 		}
 	})
 }

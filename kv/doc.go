@@ -13,10 +13,10 @@
 //
 // Errors: ErrNotFound, ErrPredicateFailed, ErrAmbiguous (a write that may or
 // may not have been applied), ErrKeyTooLarge, ErrValueTooLarge, ErrInvalidKey,
-// ErrInvalidPartition, ErrUnavailable, ErrQuotaExceeded and ErrClosed, always
+// ErrInvalidPartition, ErrTooManyOps, ErrUnavailable, ErrQuotaExceeded and ErrClosed, always
 // wrapped with context; test them with errors.Is. Context cancellation is
 // returned as (a wrapping of) the context's error.
 //
 // Optional abilities are separate interfaces probed at run time, as
-// database/sql/driver does: PartitionDropper.
+// database/sql/driver does: PartitionDropper, SetReader.
 package kv

@@ -14,6 +14,9 @@ var (
 	ErrKeyTooLarge = errors.New("kv: key too large")
 	// ErrValueTooLarge: the value exceeds the store's value size limit.
 	ErrValueTooLarge = errors.New("kv: value too large")
+	// ErrTooManyOps: one request names more operations than the store
+	// takes at once (MaxSetAndReadOps).
+	ErrTooManyOps = errors.New("kv: too many operations in one request")
 	// ErrInvalidKey: the key is empty.
 	ErrInvalidKey = errors.New("kv: invalid key")
 	// ErrInvalidPartition: the partition name is empty or has characters

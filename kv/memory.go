@@ -34,6 +34,7 @@ func memLess(a, b memItem) bool { return bytes.Compare(a.key, b.key) < 0 }
 var (
 	_ Store            = (*MemoryStore)(nil)
 	_ PartitionDropper = (*MemoryStore)(nil)
+	_ SetReader        = (*MemoryStore)(nil)
 )
 
 // memScanPage is how many entries a scan copies per lock acquisition.
@@ -89,6 +90,10 @@ func (s *MemoryStore) write(ctx context.Context, partition, key, value []byte, p
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.writeLocked(partition, key, value, pred)
+}
+
+func (s *MemoryStore) writeLocked(partition, key, value []byte, pred *Predicate) error {
 	if s.closed {
 		return ErrClosed
 	}
@@ -110,6 +115,44 @@ func (s *MemoryStore) write(ctx context.Context, partition, key, value []byte, p
 	s.version++
 	t.ReplaceOrInsert(memItem{key: clone(key), value: clone(value), version: s.version})
 	return nil
+}
+
+// SetAndRead writes and reads under one lock: the writes are atomic and
+// the reads see the store exactly as they left it.
+func (s *MemoryStore) SetAndRead(ctx context.Context, writes []Write, reads []KeyRef) ([]Entry, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := CheckSetAndRead(writes, reads); err != nil {
+		return nil, err
+	}
+	for _, w := range writes {
+		if err := s.limits.CheckWrite(w.Partition, w.Key, w.Value); err != nil {
+			return nil, err
+		}
+	}
+	for _, r := range reads {
+		if err := s.limits.CheckKey(r.Partition, r.Key); err != nil {
+			return nil, err
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, w := range writes {
+		if err := s.writeLocked(w.Partition, w.Key, w.Value, nil); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]Entry, len(reads))
+	for i, r := range reads {
+		out[i] = Entry{Key: clone(r.Key)}
+		if t := s.partitions[string(r.Partition)]; t != nil {
+			if it, ok := t.Get(memItem{key: r.Key}); ok {
+				out[i].Value, out[i].Predicate = clone(it.value), NewPredicate(it.version)
+			}
+		}
+	}
+	return out, nil
 }
 
 func (s *MemoryStore) Delete(ctx context.Context, partition, key []byte) error {

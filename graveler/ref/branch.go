@@ -320,3 +320,51 @@ func (m *Manager) DeleteStagingTokens(ctx context.Context, tokens []graveler.Sta
 	}
 	return nil
 }
+
+var _ graveler.BranchFencer = (*Manager)(nil)
+
+// BranchFenceReads names the records a staged write reads as its fence:
+// the repository's, then the branch's.
+func (m *Manager) BranchFenceReads(repo *graveler.RepositoryRecord, id graveler.BranchID) ([]kv.KeyRef, error) {
+	part, err := repoPartition(repo)
+	if err != nil {
+		return nil, err
+	}
+	if err := graveler.ValidateBranchID(id); err != nil {
+		return nil, err
+	}
+	return []kv.KeyRef{
+		{Partition: keys.Graveler(), Key: keys.Repository(string(repo.RepositoryID))},
+		{Partition: part, Key: keys.Branch(string(id))},
+	}, nil
+}
+
+// ParseBranchFence checks the records BranchFenceReads named, as read
+// after a staged write: a write into a repository deleted, not yet active
+// or created again meanwhile is refused, like one into a missing branch.
+func (m *Manager) ParseBranchFence(repo *graveler.RepositoryRecord, id graveler.BranchID, got []kv.Entry) (*graveler.RepositoryRecord, *graveler.Branch, error) {
+	if len(got) != 2 {
+		return nil, nil, fmt.Errorf("ref: branch fence: %d records read, want 2", len(got))
+	}
+	if got[0].Predicate.IsAbsent() {
+		return nil, nil, fmt.Errorf("%w: %s", graveler.ErrRepositoryNotFound, repo.RepositoryID)
+	}
+	r, err := DecodeRepository(got[0].Value)
+	if err != nil {
+		return nil, nil, fmt.Errorf("repository %s: %w", repo.RepositoryID, err)
+	}
+	switch {
+	case r.State != graveler.RepositoryStateActive:
+		return nil, nil, fmt.Errorf("%w: %s (%s)", graveler.ErrRepositoryNotFound, repo.RepositoryID, r.State)
+	case r.UniqueID != repo.UniqueID:
+		return nil, nil, fmt.Errorf("%w: %s was deleted and created again", graveler.ErrRepositoryNotFound, repo.RepositoryID)
+	}
+	if got[1].Predicate.IsAbsent() {
+		return nil, nil, fmt.Errorf("%w: %s in repository %s", graveler.ErrBranchNotFound, id, repo.RepositoryID)
+	}
+	b, err := DecodeBranch(got[1].Value)
+	if err != nil {
+		return nil, nil, fmt.Errorf("branch %s of repository %s: %w", id, repo.RepositoryID, err)
+	}
+	return &graveler.RepositoryRecord{RepositoryID: repo.RepositoryID, Repository: r}, b, nil
+}

@@ -1,5 +1,7 @@
 package staging
 
+import "graveler/kv"
+
 // Defaults for Config's zero values.
 const (
 	// DefaultWriteParallelism: etcd pipelines concurrent requests on one
@@ -15,6 +17,13 @@ const (
 	// DefaultListPageBytes ends a List page early when its keys and values
 	// reach this size, bounding an iterator's memory for large values.
 	DefaultListPageBytes = 4 << 20
+	// DefaultFencedBatchSize is how many concurrent fenced writes of one
+	// staging token share a kv request: half of etcd's default
+	// --max-txn-ops (128), which also bounds it.
+	DefaultFencedBatchSize = 64
+	// DefaultFencedBatchBytes keeps a shared request well inside etcd's
+	// default 1.5 MiB request limit.
+	DefaultFencedBatchBytes = 512 << 10
 )
 
 // Config tunes a Manager. The zero value takes the defaults.
@@ -32,6 +41,13 @@ type Config struct {
 	// ListPageBytes ends a List page once its keys and values reach this
 	// many bytes (default DefaultListPageBytes).
 	ListPageBytes int
+	// FencedBatchSize bounds the concurrent SetAndRead writes of one token
+	// sent in one kv request (default DefaultFencedBatchSize; 1 sends each
+	// on its own; at most kv.MaxSetAndReadOps less the reads).
+	FencedBatchSize int
+	// FencedBatchBytes bounds the bytes of one such request (default
+	// DefaultFencedBatchBytes).
+	FencedBatchBytes int
 }
 
 func (c Config) withDefaults() Config {
@@ -47,6 +63,13 @@ func (c Config) withDefaults() Config {
 	c.ListFirstPageSize = min(c.ListFirstPageSize, c.ScanPageSize)
 	if c.ListPageBytes <= 0 {
 		c.ListPageBytes = DefaultListPageBytes
+	}
+	if c.FencedBatchSize <= 0 {
+		c.FencedBatchSize = DefaultFencedBatchSize
+	}
+	c.FencedBatchSize = min(c.FencedBatchSize, kv.MaxSetAndReadOps-8)
+	if c.FencedBatchBytes <= 0 {
+		c.FencedBatchBytes = DefaultFencedBatchBytes
 	}
 	return c
 }

@@ -14,7 +14,9 @@
 // a newer format is refused with ErrUnknownFormat; one that does not decode
 // is ErrCorruptRecord.
 //
-// Writes: Set is one kv write. SetBatch validates every record first, then
+// Writes: Set is one kv write; SetAndRead is one kv write that also reads
+// other records after it (the writer's fence), one round trip when the store
+// is a kv.SetReader. SetBatch validates every record first, then
 // writes them with bounded parallelism; it is not atomic. DropByPrefix scans
 // and deletes in chunks, holding one chunk of keys at a time.
 //

@@ -15,16 +15,21 @@ import (
 
 // Manager implements graveler.StagingManager on a kv.Store.
 type Manager struct {
-	store kv.Store
-	cfg   Config
+	store  kv.Store
+	cfg    Config
+	fenced *fencedBatcher
 }
 
-var _ graveler.StagingManager = (*Manager)(nil)
+var (
+	_ graveler.StagingManager = (*Manager)(nil)
+	_ graveler.FencedStager   = (*Manager)(nil)
+)
 
 // New returns a Manager over store. It starts no goroutines; the store
 // stays owned by the caller, who closes it after the last call.
 func New(store kv.Store, cfg Config) *Manager {
-	return &Manager{store: store, cfg: cfg.withDefaults()}
+	cfg = cfg.withDefaults()
+	return &Manager{store: store, cfg: cfg, fenced: newFencedBatcher(store, cfg)}
 }
 
 // partition validates a token and returns its partition.

@@ -124,6 +124,9 @@ func runSuite(t *testing.T, store kv.Store) {
 		{"StoredRecords", testStoredRecords},
 		{"ContextCanceled", testContextCanceled},
 		{"Concurrent", testConcurrent},
+		{"SetAndRead", testSetAndRead},
+		{"SetAndReadShares", testSetAndReadShares},
+		{"SetAndReadFailure", testSetAndReadFailure},
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -978,6 +981,11 @@ type countingStore struct {
 	yielded  atomic.Int64
 	maxLimit atomic.Int64
 	deletes  atomic.Int64
+
+	setReads      atomic.Int64
+	setReadWrites atomic.Int64
+	gate          atomic.Pointer[chan struct{}]
+	failSetRead   atomic.Pointer[error]
 }
 
 func (s *countingStore) reset() {
@@ -1010,4 +1018,18 @@ func (s *countingStore) Scan(ctx context.Context, partition []byte, opts kv.Scan
 func (s *countingStore) Delete(ctx context.Context, partition, key []byte) error {
 	s.deletes.Add(1)
 	return s.Store.Delete(ctx, partition, key)
+}
+
+// SetAndRead counts requests and writes, can hold requests at a gate
+// (so that writers queue behind one in flight) and can fail them.
+func (s *countingStore) SetAndRead(ctx context.Context, writes []kv.Write, reads []kv.KeyRef) ([]kv.Entry, error) {
+	s.setReads.Add(1)
+	s.setReadWrites.Add(int64(len(writes)))
+	if g := s.gate.Load(); g != nil {
+		<-*g
+	}
+	if err := s.failSetRead.Load(); err != nil {
+		return nil, *err
+	}
+	return kv.SetAndRead(ctx, s.Store, writes, reads)
 }

@@ -60,6 +60,7 @@ type FaultStore struct {
 var (
 	_ kv.Store            = (*FaultStore)(nil)
 	_ kv.PartitionDropper = (*FaultStore)(nil)
+	_ kv.SetReader        = (*FaultStore)(nil)
 )
 
 // NewFaultStore wraps inner with no faults armed.
@@ -189,6 +190,21 @@ func (f *FaultStore) Set(ctx context.Context, partition, key, value []byte) erro
 
 func (f *FaultStore) SetIf(ctx context.Context, partition, key, value []byte, pred kv.Predicate) error {
 	return f.write("setif", func() error { return f.inner.SetIf(ctx, partition, key, value, pred) })
+}
+
+// SetAndRead is one numbered operation, like the single request it is on
+// etcd; an inner store without the ability gets kv.SetAndRead's fallback.
+func (f *FaultStore) SetAndRead(ctx context.Context, writes []kv.Write, reads []kv.KeyRef) ([]kv.Entry, error) {
+	var out []kv.Entry
+	err := f.write("set_and_read", func() error {
+		var err error
+		out, err = kv.SetAndRead(ctx, f.inner, writes, reads)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func (f *FaultStore) Delete(ctx context.Context, partition, key []byte) error {

@@ -41,6 +41,8 @@ func Run(t *testing.T, newStore NewStore) {
 		{"Limits", testLimits},
 		{"ContextCanceled", testContextCanceled},
 		{"DropPartition", testDropPartition},
+		{"SetAndRead", testSetAndRead},
+		{"SetAndReadFence", testSetAndReadFence},
 		{"Close", testClose},
 	}
 	for _, c := range cases {
