@@ -6,11 +6,12 @@ import (
 	"encoding/binary"
 	"flag"
 	"fmt"
-	"iter"
 	"os"
 	"runtime/pprof"
 	"runtime/trace"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -35,19 +36,18 @@ import (
 //
 // BenchmarkCommit's 1M case stages a million entries (one etcd put each),
 // which took 47 s on a 2-core machine; -short skips it. BenchmarkLongCommit
-// takes the -bench.* flags below, e.g. -bench.scanrate=50000 to pace the
-// commit's reads, or -bench.commitprofile=commit.prof to profile only the
-// commit phase. docs/performance.md records the figures.
+// takes the -bench.* flags below, e.g. -bench.commitrates=0,100000 for the
+// commit read rates to compare, or -bench.commitprofile=commit.prof to
+// profile only the commit phase. docs/performance.md records the figures.
 var (
 	benchStage = flag.Int("bench.stage", 200_000, "entries BenchmarkLongCommit stages before the commit")
 	benchPhase = flag.Duration("bench.phase", 5*time.Second, "how long BenchmarkLongCommit measures writers with no commit running")
 	benchLCW   = flag.Int("bench.writers", 8, "concurrent writers of BenchmarkLongCommit")
-	// benchScanRate paces every kv scan of the service (the commit's read
-	// of its staging tokens above all): an experiment for what a commit
-	// rate limit would buy the writers of BenchmarkLongCommit.
-	benchScanRate = flag.Float64("bench.scanrate", 0, "pace kv scans to this many entries/s (0: unpaced)")
-	benchProf     = flag.String("bench.commitprofile", "", "write a CPU profile of BenchmarkLongCommit's commit phase to this file")
-	benchTrace    = flag.String("bench.committrace", "", "write an execution trace of BenchmarkLongCommit's commit phase to this file")
+	// benchCommitRates are the Config.CommitReadRate values BenchmarkLongCommit
+	// runs with, each a sub-benchmark of its own.
+	benchCommitRates = flag.String("bench.commitrates", "0,50000", "comma-separated commit read rates (entries/s; 0: unpaced) for BenchmarkLongCommit")
+	benchProf        = flag.String("bench.commitprofile", "", "write a CPU profile of BenchmarkLongCommit's commit phase to this file")
+	benchTrace       = flag.String("bench.committrace", "", "write an execution trace of BenchmarkLongCommit's commit phase to this file")
 )
 
 // profileCommit starts the profile and trace that -bench.commitprofile and
@@ -110,28 +110,6 @@ func benchValue(worker, seq int) graveler.Value {
 	return graveler.Value{Identity: id, Data: benchData}
 }
 
-// pacedStore slows every Scan to rate entries/s (-bench.scanrate).
-type pacedStore struct {
-	kv.Store
-	rate float64
-}
-
-func (p pacedStore) Scan(ctx context.Context, partition []byte, opts kv.ScanOptions) iter.Seq2[kv.Entry, error] {
-	return func(yield func(kv.Entry, error) bool) {
-		start, n := time.Now(), 0
-		for e, err := range p.Store.Scan(ctx, partition, opts) {
-			if n++; n%500 == 0 {
-				if d := time.Duration(float64(n)/p.rate*1e9) - time.Since(start); d > 0 {
-					time.Sleep(d)
-				}
-			}
-			if !yield(e, err) {
-				return
-			}
-		}
-	}
-}
-
 // benchEnv is an embedded etcd with a Graveler on it (repository "repo",
 // branch "main") and the raw client of the same server.
 type benchEnv struct {
@@ -140,14 +118,11 @@ type benchEnv struct {
 	f     *fixture
 }
 
-func newBenchEnv(b *testing.B) *benchEnv {
+func newBenchEnv(b *testing.B, cfg graveler.Config) *benchEnv {
 	b.Helper()
 	srv := etcdkvtest.NewServer(b)
 	var store kv.Store = etcdkvtest.NewStoreOn(b, srv, etcdkv.Config{})
-	if *benchScanRate > 0 {
-		store = pacedStore{Store: store, rate: *benchScanRate}
-	}
-	return &benchEnv{srv: srv, store: store, f: newFixture(b, store, graveler.Config{})}
+	return &benchEnv{srv: srv, store: store, f: newFixture(b, store, cfg)}
 }
 
 // runOps calls op(worker, i) for i in [0, total) on n goroutines and
@@ -206,7 +181,7 @@ func stage(b *testing.B, f *fixture, branch graveler.BranchID, prefix string, n 
 // read in the write's own etcd transaction; "graveler-separate-read" reads
 // it as a separate, amortized branch read (Config.SeparateFenceRead).
 func BenchmarkStagedWrites(b *testing.B) {
-	env := newBenchEnv(b)
+	env := newBenchEnv(b, graveler.Config{})
 	separate := newFixtureRepo(b, env.store, graveler.Config{SeparateFenceRead: true}, "separate")
 	if !env.f.g.FencedWrites() || separate.g.FencedWrites() {
 		b.Fatal("the two writers do not differ")
@@ -300,12 +275,25 @@ func writeUntil(b *testing.B, f *fixture, n int, prefix string, stop <-chan stru
 // (default 8) for -bench.phase with no commit running, and again while
 // one commit of the staged entries runs. It reports p50/p99 in µs for
 // both phases, p99 during over p99 without (goal: <= 2), the commit's
-// duration, and the time staging took. ns/op covers both phases.
+// duration, and the time staging took. ns/op covers both phases. It runs
+// once per -bench.commitrates value (default unpaced and 50,000/s).
 func BenchmarkLongCommit(b *testing.B) {
+	for _, r := range strings.Split(*benchCommitRates, ",") {
+		rate, err := strconv.ParseFloat(strings.TrimSpace(r), 64)
+		if err != nil || rate < 0 {
+			b.Fatalf("-bench.commitrates: %q is not a rate", r)
+		}
+		b.Run(fmt.Sprintf("commit-read-rate=%s", strings.TrimSpace(r)), func(b *testing.B) {
+			benchmarkLongCommit(b, graveler.Config{CommitReadRate: rate})
+		})
+	}
+}
+
+func benchmarkLongCommit(b *testing.B, cfg graveler.Config) {
 	n, writers := *benchStage, *benchLCW
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		env := newBenchEnv(b)
+		env := newBenchEnv(b, cfg)
 		stageTime := stage(b, env.f, "main", "s", n)
 		b.StartTimer()
 
@@ -364,7 +352,7 @@ func BenchmarkCommit(b *testing.B) {
 				b.Skip("1M entries take minutes to stage; skipped with -short")
 			}
 			b.StopTimer()
-			env := newBenchEnv(b)
+			env := newBenchEnv(b, graveler.Config{})
 			var staging, committing time.Duration
 			for i := 0; i < b.N; i++ {
 				branch := graveler.BranchID(fmt.Sprintf("b%d", i))

@@ -201,7 +201,7 @@ func (g *Graveler) applyTokens(ctx context.Context, repo *RepositoryRecord, base
 		return "", err
 	}
 	defer it.Close()
-	mr, _, err := g.committed.Apply(ctx, repo.StorageNamespace, base, it, ApplyOptions{AllowEmpty: allowEmpty})
+	mr, _, err := g.committed.Apply(ctx, repo.StorageNamespace, base, newPacedIterator(ctx, it, g.cfg.CommitReadRate), ApplyOptions{AllowEmpty: allowEmpty})
 	return mr, err
 }
 

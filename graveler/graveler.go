@@ -56,6 +56,12 @@ type Config struct {
 	// as a single-entry write (the default on etcd). For comparison and as
 	// an escape hatch; both are correct.
 	SeparateFenceRead bool
+	// CommitReadRate paces a commit's read of its staged entries to this
+	// many entries a second (0: as fast as it goes). A big commit then
+	// takes longer, and the branch's writers, which never wait for a
+	// commit, no longer queue behind it for CPU and store capacity; see
+	// docs/performance.md for the trade measured.
+	CommitReadRate float64
 	// Now returns the current time (default time.Now), for tests.
 	Now func() time.Time
 }

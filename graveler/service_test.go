@@ -670,3 +670,52 @@ func TestWriteAfterDeleteOnAnotherReplica(t *testing.T) {
 		}
 	})
 }
+
+// TestPacedCommit: a commit paced by CommitReadRate commits the same
+// entries, and one too slow for its context fails like any other commit
+// after sealing: its entries stay readable and the next commit takes them.
+func TestPacedCommit(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, store kv.Store) {
+		f := newFixture(t, store, graveler.Config{CommitReadRate: 1e6})
+		for i := range 300 {
+			f.set("main", fmt.Sprintf("k%03d", i), fmt.Sprint(i))
+		}
+		f.commit("main", "paced")
+		if got := f.list("main@", graveler.ListEntriesOptions{Limit: 1000}); len(got) != 300 {
+			t.Fatalf("paced commit holds %d entries, want 300", len(got))
+		}
+
+		slow := newFixtureRepo(t, store, graveler.Config{CommitReadRate: 5}, "slow")
+		for i := range 20 {
+			slow.set("main", fmt.Sprintf("k%03d", i), fmt.Sprint(i))
+		}
+		ctx, cancel := context.WithTimeout(slow.ctx, 300*time.Millisecond)
+		defer cancel()
+		if _, err := slow.g.Commit(ctx, slow.repo, "main", graveler.CommitParams{Message: "too slow"}); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("a commit paced past its deadline: %v", err)
+		}
+		slow.want("main", "k019", "19")
+		ctx, cancel = context.WithTimeout(slow.ctx, 300*time.Millisecond)
+		defer cancel()
+		// Another replica, unpaced, on the same stores.
+		blobs := committed.NewBucketStore(committed.BucketConfig{})
+		t.Cleanup(func() { blobs.Close() })
+		unpaced := &fixture{t: t, ctx: slow.ctx, repo: "unpaced",
+			g: gravelertest.New(t, store, gravelertest.Options{Blobs: blobs})}
+		if _, err := unpaced.g.CreateRepository(unpaced.ctx, unpaced.repo, gravelertest.Namespace(), "main"); err != nil {
+			t.Fatal(err)
+		}
+		slowToo := &fixture{t: t, ctx: slow.ctx, repo: unpaced.repo,
+			g: gravelertest.New(t, store, gravelertest.Options{Blobs: blobs, Graveler: graveler.Config{CommitReadRate: 5}})}
+		for i := range 20 {
+			slowToo.set("main", fmt.Sprintf("k%03d", i), fmt.Sprint(i))
+		}
+		if _, err := slowToo.g.Commit(ctx, slowToo.repo, "main", graveler.CommitParams{Message: "too slow"}); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("a commit paced past its deadline: %v", err)
+		}
+		unpaced.commit("main", "unpaced")
+		for i := range 20 {
+			unpaced.want("main@", fmt.Sprintf("k%03d", i), fmt.Sprint(i))
+		}
+	})
+}

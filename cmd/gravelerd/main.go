@@ -58,6 +58,8 @@ func parse(args []string, getenv func(string) string) (daemon.Config, error) {
 	fs.DurationVar(&c.BranchCacheTTL, "branch-cache-ttl", graveler.DefaultBranchCacheTTL, "how stale a writer's first branch read may be (negative: no cache)")
 	fs.DurationVar(&c.ReadWindow, "read-window", 0, "amortized branch/repository reads: 0 shares in-flight reads with no added wait, >0 waits that long to batch, <0 off")
 	fs.IntVar(&c.MaxSealedTokens, "max-sealed-tokens", graveler.DefaultMaxSealedTokens, "bound on a branch's sealed staging tokens before a commit absorbs them")
+	fs.Float64Var(&c.CommitReadRate, "commit-read-rate", 0, "pace a commit's read of its staged entries to this many entries/s, for the latency of the branch's writers (0: unpaced)")
+	fs.BoolVar(&c.SeparateFenceRead, "separate-fence-read", false, "read the writer's fence separately instead of in the write's etcd transaction (slower; for comparison)")
 	// Environment variables become the defaults, so explicit flags win.
 	var envErrs []error
 	fs.VisitAll(func(f *flag.Flag) {

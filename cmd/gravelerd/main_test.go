@@ -58,3 +58,28 @@ func TestParseRejectsBadConfig(t *testing.T) {
 		t.Fatalf("bad env value: %v", err)
 	}
 }
+
+func TestParseCommitTuning(t *testing.T) {
+	c, err := parse([]string{"-commit-read-rate", "25000", "-separate-fence-read"}, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.CommitReadRate != 25000 || !c.SeparateFenceRead {
+		t.Fatalf("commit tuning flags not applied: rate %v, separate fence read %v", c.CommitReadRate, c.SeparateFenceRead)
+	}
+	c, err = parse(nil, func(k string) string {
+		if k == "GRAVELER_COMMIT_READ_RATE" {
+			return "5000"
+		}
+		return ""
+	})
+	if err != nil || c.CommitReadRate != 5000 || c.SeparateFenceRead {
+		t.Fatalf("from the environment: %+v, %v", c, err)
+	}
+	for _, bad := range []string{"-1", "NaN", "+Inf"} {
+		_, err := parse([]string{"-commit-read-rate", bad}, func(string) string { return "" })
+		if !errors.Is(err, daemon.ErrInvalidConfig) || !strings.Contains(err.Error(), "commit read rate") {
+			t.Errorf("commit read rate %s: %v", bad, err)
+		}
+	}
+}

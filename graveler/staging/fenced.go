@@ -18,7 +18,7 @@ import (
 // that arrive meanwhile queue and go together in the next one, up to
 // Config.FencedBatchSize writes and FencedBatchBytes bytes. Every writer of
 // a batch gets the same reads, made after all its writes, which is all
-// the fence asks. The batch runs on a context of its own (bounded by
+// the fence asks. A queued batch runs on a context of its own (bounded by
 // fencedBatchTimeout), so one writer giving up does not fail the others.
 
 // fencedBatchTimeout bounds one batch's kv request, settling included.
@@ -71,19 +71,21 @@ func (fb *fencedBatcher) do(ctx context.Context, w kv.Write, reads []kv.KeyRef) 
 		g = &fencedGroup{}
 		fb.groups[gk] = g
 	}
-	var b *fencedBatch
 	if !g.inFlight {
+		// A lone writer sends its write at once, on its own context: its
+		// request carries no one else's write (others only ever join a
+		// queued batch), so its giving up harms nobody.
 		g.inFlight = true
-		b = newFencedBatch(reads)
-		b.add(w, size)
 		fb.mu.Unlock()
-		// On a goroutine of its own: the request outlives a writer that
-		// gives up, since others may join it.
-		go fb.run(gk, g, b)
-	} else {
-		b = fb.enqueue(g, w, size, reads)
-		fb.mu.Unlock()
+		got, err := kv.SetAndRead(ctx, fb.store, []kv.Write{w}, reads)
+		fencedWrites.Inc()
+		fencedBatches.Inc()
+		fencedBatchWrites.Observe(1)
+		fb.handOff(gk, g)
+		return got, err
 	}
+	b := fb.enqueue(g, w, size, reads)
+	fb.mu.Unlock()
 	select {
 	case <-b.done:
 		fencedWrites.Inc()
@@ -135,9 +137,8 @@ func (fb *fencedBatcher) enqueue(g *fencedGroup, w kv.Write, size int, reads []k
 	return b
 }
 
-// run sends b, then hands the group's next queued batch, if any, to a
-// goroutine of its own, so that the writer whose batch just finished
-// returns at once.
+// run sends a queued batch on a context of its own (the writers in it
+// each wait on theirs), then hands off to the next.
 func (fb *fencedBatcher) run(gk string, g *fencedGroup, b *fencedBatch) {
 	ctx, cancel := context.WithTimeout(context.Background(), fencedBatchTimeout)
 	b.got, b.err = kv.SetAndRead(ctx, fb.store, b.writes, b.reads)
@@ -145,7 +146,13 @@ func (fb *fencedBatcher) run(gk string, g *fencedGroup, b *fencedBatch) {
 	fencedBatches.Inc()
 	fencedBatchWrites.Observe(float64(len(b.writes)))
 	close(b.done)
+	fb.handOff(gk, g)
+}
 
+// handOff starts the group's next queued batch, if any, on a goroutine of
+// its own, so that the writer whose request just finished returns at once;
+// otherwise the group is idle and forgotten.
+func (fb *fencedBatcher) handOff(gk string, g *fencedGroup) {
 	fb.mu.Lock()
 	var next *fencedBatch
 	if len(g.queue) == 0 {

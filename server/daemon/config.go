@@ -3,6 +3,7 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -72,6 +73,12 @@ type Config struct {
 	ReadWindow time.Duration
 	// MaxSealedTokens bounds a branch's sealed tokens (0: default).
 	MaxSealedTokens int
+	// CommitReadRate paces a commit's read of its staged entries, in
+	// entries a second (0: unpaced). See graveler.Config.CommitReadRate.
+	CommitReadRate float64
+	// SeparateFenceRead turns off folding the writer's fence into the
+	// write's etcd transaction. See graveler.Config.SeparateFenceRead.
+	SeparateFenceRead bool
 	// EmbeddedEtcdUnsafeNoFsync and EmbeddedEtcdFast are for tests.
 	EmbeddedEtcdUnsafeNoFsync bool
 	EmbeddedEtcdFast          bool
@@ -188,6 +195,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxSealedTokens < 0 {
 		bad("max sealed tokens %d is negative", c.MaxSealedTokens)
+	}
+	if c.CommitReadRate < 0 || math.IsNaN(c.CommitReadRate) || math.IsInf(c.CommitReadRate, 0) {
+		bad("commit read rate %v must be 0 (unpaced) or a positive number of entries a second", c.CommitReadRate)
 	}
 	if c.ShutdownTimeout < 0 || c.HealthInterval < 0 || c.DefaultCallTimeout < 0 {
 		bad("shutdown timeout, health interval and default call timeout must not be negative")
