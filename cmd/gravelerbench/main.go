@@ -35,6 +35,7 @@ type config struct {
 	etcd         string
 	embedded     bool
 	noFsync      bool
+	commitRate   float64
 	baselineOnly bool
 	writers      []int
 	readers      int
@@ -73,6 +74,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.etcd, "etcd", "", "comma-separated etcd endpoints for the raw-etcd baseline (the cluster gravelerd uses)")
 	fs.BoolVar(&c.embedded, "embedded", false, "start an embedded etcd and an in-process gravelerd on loopback")
 	fs.BoolVar(&c.noFsync, "embedded-unsafe-no-fsync", false, "embedded etcd skips fsync (both sides of a ratio alike)")
+	fs.Float64Var(&c.commitRate, "embedded-commit-read-rate", 0, "the in-process gravelerd's --commit-read-rate (entries/s; 0: unpaced)")
 	fs.BoolVar(&c.baselineOnly, "baseline-only", false, "measure raw etcd only")
 	fs.StringVar(&writers, "writers", "16", "concurrent writers; a comma-separated list runs the scenario once per count")
 	fs.IntVar(&c.readers, "readers", 16, "concurrent readers")
@@ -119,7 +121,7 @@ func run(ctx context.Context, c *config, out io.Writer) error {
 	}
 	addr := c.server
 	if c.embedded {
-		s, err := startEmbedded(ctx, c.noFsync, !c.baselineOnly, zap.NewNop())
+		s, err := startEmbedded(ctx, c.noFsync, !c.baselineOnly, c.commitRate, zap.NewNop())
 		if err != nil {
 			return err
 		}

@@ -168,7 +168,7 @@ type embeddedStack struct {
 	dir       string
 }
 
-func startEmbedded(ctx context.Context, noFsync, withGraveler bool, log *zap.Logger) (*embeddedStack, error) {
+func startEmbedded(ctx context.Context, noFsync, withGraveler bool, commitReadRate float64, log *zap.Logger) (*embeddedStack, error) {
 	dir, err := os.MkdirTemp("", "gravelerbench-")
 	if err != nil {
 		return nil, err
@@ -190,8 +190,10 @@ func startEmbedded(ctx context.Context, noFsync, withGraveler bool, log *zap.Log
 		ListenAddr: "127.0.0.1:0",
 		DataDir:    filepath.Join(dir, "gravelerd"),
 		Etcd:       daemon.EtcdConfig{Endpoints: s.endpoints},
-		Logger:     log,
-		Ready:      func(addr string) { ready <- addr },
+		// The pacing to compare: gravelerd --commit-read-rate.
+		CommitReadRate: commitReadRate,
+		Logger:         log,
+		Ready:          func(addr string) { ready <- addr },
 	}
 	go func() { s.done <- daemon.Run(rctx, cfg) }()
 	select {
