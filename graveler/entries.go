@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // ---- writer flow (seed 004) ----
@@ -202,30 +203,33 @@ func (g *Graveler) Delete(ctx context.Context, repoID RepositoryID, branch Branc
 // ---- reader flow (seed 004) ----
 
 // resolveForRead resolves ref; a plain branch name is served from the
-// writer's branch cache when it can be, since the reader's fence re-reads
-// the branch from the store anyway.
-func (g *Graveler) resolveForRead(ctx context.Context, repo *RepositoryRecord, ref Ref) (*ResolvedRef, error) {
+// writer's branch cache when it can be (cached reports it). The reader's
+// fence then demands that the branch re-read from the store is exactly the
+// cached one: a cached branch may predate a token that already holds
+// acknowledged writes (another replica's commit sealed the cached token
+// and its writers moved on), which only a fresh read names.
+func (g *Graveler) resolveForRead(ctx context.Context, repo *RepositoryRecord, ref Ref) (res *ResolvedRef, cached bool, err error) {
 	raw, err := g.refs.ParseRef(ref)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if len(raw.Modifiers) == 0 && ValidateBranchID(BranchID(raw.BaseRef)) == nil {
 		id := BranchID(raw.BaseRef)
 		if b, ok := g.cache.get(repo, id); ok {
 			if c, err := g.refs.GetCommit(ctx, repo, b.CommitID); err == nil {
 				return &ResolvedRef{Type: RefTypeBranch, BranchRecord: BranchRecord{BranchID: id, Branch: b},
-					CommitID: b.CommitID, MetaRangeID: c.MetaRangeID}, nil
+					CommitID: b.CommitID, MetaRangeID: c.MetaRangeID}, true, nil
 			}
 		}
 	}
-	res, err := g.refs.ResolveRawRef(ctx, repo, raw)
+	res, err = g.refs.ResolveRawRef(ctx, repo, raw)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if staged(res) {
 		g.cache.put(repo, res.BranchRecord.BranchID, res.BranchRecord.Branch)
 	}
-	return res, nil
+	return res, false, nil
 }
 
 // staged reports whether a resolved ref reads a branch's staged entries.
@@ -234,10 +238,13 @@ func staged(res *ResolvedRef) bool {
 }
 
 // readFenced runs read over a branch's tokens and head, then re-reads the
-// branch (amortized, never the cache); if a token read from has left the
-// branch meanwhile, it may have been dropped mid-read, so it reads again
-// from the branch as it is now.
-func (g *Graveler) readFenced(ctx context.Context, repo *RepositoryRecord, res *ResolvedRef, read func(b *Branch, mr MetaRangeID) error) error {
+// branch (amortized, never the cache). If a token read from has left the
+// branch meanwhile, it may have been dropped mid-read; if the branch read
+// came from the cache and the store's differs, the read may have missed a
+// newer token (resolveForRead). Either way it reads again from the branch
+// as it is now, which is fresh: a token created after that read began
+// holds only writes that were not acknowledged before the read began.
+func (g *Graveler) readFenced(ctx context.Context, repo *RepositoryRecord, res *ResolvedRef, cached bool, read func(b *Branch, mr MetaRangeID) error) error {
 	b, mr := res.BranchRecord.Branch, res.MetaRangeID
 	id := res.BranchRecord.BranchID
 	for attempt := 0; ; attempt++ {
@@ -249,7 +256,7 @@ func (g *Graveler) readFenced(ctx context.Context, repo *RepositoryRecord, res *
 			return err
 		}
 		g.cache.put(repo, id, cur)
-		if tokensStillHeld(b, cur) {
+		if tokensStillHeld(b, cur) && (!cached || sameBranch(b, cur)) {
 			return nil
 		}
 		readRetries.Inc()
@@ -260,8 +267,14 @@ func (g *Graveler) readFenced(ctx context.Context, repo *RepositoryRecord, res *
 		if err != nil {
 			return err
 		}
-		b, mr = cur, c.MetaRangeID
+		b, mr, cached = cur, c.MetaRangeID, false
 	}
+}
+
+// sameBranch reports whether two reads of a branch found the same head
+// and tokens (tokens are never reused).
+func sameBranch(a, b *Branch) bool {
+	return a.CommitID == b.CommitID && a.StagingToken == b.StagingToken && slices.Equal(a.SealedTokens, b.SealedTokens)
 }
 
 // Get reads an entry at ref (a branch ref sees its staged entries).
@@ -273,7 +286,7 @@ func (g *Graveler) Get(ctx context.Context, repoID RepositoryID, ref Ref, key Ke
 	if err != nil {
 		return nil, err
 	}
-	res, err := g.resolveForRead(ctx, repo, ref)
+	res, cached, err := g.resolveForRead(ctx, repo, ref)
 	if err != nil {
 		return nil, err
 	}
@@ -281,12 +294,20 @@ func (g *Graveler) Get(ctx context.Context, repoID RepositoryID, ref Ref, key Ke
 		return g.getCommitted(ctx, repo, res.MetaRangeID, key)
 	}
 	var out *Value
-	err = g.readFenced(ctx, repo, res, func(b *Branch, mr MetaRangeID) error {
-		var err error
-		out, err = g.getStaged(ctx, repo, b, mr, key)
-		return err
+	var getErr error
+	err = g.readFenced(ctx, repo, res, cached, func(b *Branch, mr MetaRangeID) error {
+		out, getErr = g.getStaged(ctx, repo, b, mr, key)
+		if errors.Is(getErr, ErrEntryNotFound) {
+			// "Not found" is an answer, and needs the fence as much as a
+			// value does: the token read may have been dropped mid-read.
+			return nil
+		}
+		return getErr
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	return out, getErr
 }
 
 func (g *Graveler) getCommitted(ctx context.Context, repo *RepositoryRecord, mr MetaRangeID, key Key) (*Value, error) {
@@ -375,7 +396,7 @@ func (g *Graveler) ListEntries(ctx context.Context, repoID RepositoryID, ref Ref
 	if err != nil {
 		return nil, false, err
 	}
-	res, err := g.resolveForRead(ctx, repo, ref)
+	res, cached, err := g.resolveForRead(ctx, repo, ref)
 	if err != nil {
 		return nil, false, err
 	}
@@ -389,7 +410,7 @@ func (g *Graveler) ListEntries(ctx context.Context, repoID RepositoryID, ref Ref
 	}
 	var rows []*EntryListing
 	var more bool
-	err = g.readFenced(ctx, repo, res, func(b *Branch, mr MetaRangeID) error {
+	err = g.readFenced(ctx, repo, res, cached, func(b *Branch, mr MetaRangeID) error {
 		it, err := g.branchIterator(ctx, repo, b, mr)
 		if err != nil {
 			return err
