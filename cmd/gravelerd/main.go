@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"graveler/graveler"
+	"graveler/graveler/staging"
 	"graveler/server/daemon"
 )
 
@@ -59,6 +60,7 @@ func parse(args []string, getenv func(string) string) (daemon.Config, error) {
 	fs.DurationVar(&c.ReadWindow, "read-window", 0, "amortized branch/repository reads: 0 shares in-flight reads with no added wait, >0 waits that long to batch, <0 off")
 	fs.IntVar(&c.MaxSealedTokens, "max-sealed-tokens", graveler.DefaultMaxSealedTokens, "bound on a branch's sealed staging tokens before a commit absorbs them")
 	fs.Float64Var(&c.CommitReadRate, "commit-read-rate", 0, "pace a commit's read of its staged entries to this many entries/s, for the latency of the branch's writers (0: unpaced)")
+	fs.IntVar(&c.FencedBatchSize, "fenced-batch-size", staging.DefaultFencedBatchSize, "most staged writes of one staging token sharing one etcd transaction (1: none shared; keep below etcd's --max-txn-ops less 2)")
 	fs.BoolVar(&c.SeparateFenceRead, "separate-fence-read", false, "read the writer's fence separately instead of in the write's etcd transaction (slower; for comparison)")
 	// Environment variables become the defaults, so explicit flags win.
 	var envErrs []error

@@ -60,11 +60,11 @@ func TestParseRejectsBadConfig(t *testing.T) {
 }
 
 func TestParseCommitTuning(t *testing.T) {
-	c, err := parse([]string{"-commit-read-rate", "25000", "-separate-fence-read"}, func(string) string { return "" })
+	c, err := parse([]string{"-commit-read-rate", "25000", "-separate-fence-read", "-fenced-batch-size", "32"}, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.CommitReadRate != 25000 || !c.SeparateFenceRead {
+	if c.CommitReadRate != 25000 || !c.SeparateFenceRead || c.FencedBatchSize != 32 {
 		t.Fatalf("commit tuning flags not applied: rate %v, separate fence read %v", c.CommitReadRate, c.SeparateFenceRead)
 	}
 	c, err = parse(nil, func(k string) string {
@@ -75,6 +75,12 @@ func TestParseCommitTuning(t *testing.T) {
 	})
 	if err != nil || c.CommitReadRate != 5000 || c.SeparateFenceRead {
 		t.Fatalf("from the environment: %+v, %v", c, err)
+	}
+	for _, bad := range []string{"-1", "500"} {
+		_, err := parse([]string{"-fenced-batch-size", bad}, func(string) string { return "" })
+		if !errors.Is(err, daemon.ErrInvalidConfig) || !strings.Contains(err.Error(), "fenced batch size") {
+			t.Errorf("fenced batch size %s: %v", bad, err)
+		}
 	}
 	for _, bad := range []string{"-1", "NaN", "+Inf"} {
 		_, err := parse([]string{"-commit-read-rate", bad}, func(string) string { return "" })

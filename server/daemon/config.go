@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"graveler/graveler"
+	"graveler/kv"
 )
 
 // ErrInvalidConfig is wrapped by every Validate error.
@@ -79,6 +80,10 @@ type Config struct {
 	// SeparateFenceRead turns off folding the writer's fence into the
 	// write's etcd transaction. See graveler.Config.SeparateFenceRead.
 	SeparateFenceRead bool
+	// FencedBatchSize bounds the staged writes of one staging token that
+	// share an etcd transaction (0: staging.DefaultFencedBatchSize). Keep
+	// it below etcd's --max-txn-ops less 2.
+	FencedBatchSize int
 	// EmbeddedEtcdUnsafeNoFsync and EmbeddedEtcdFast are for tests.
 	EmbeddedEtcdUnsafeNoFsync bool
 	EmbeddedEtcdFast          bool
@@ -195,6 +200,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxSealedTokens < 0 {
 		bad("max sealed tokens %d is negative", c.MaxSealedTokens)
+	}
+	if c.FencedBatchSize < 0 || c.FencedBatchSize > kv.MaxSetAndReadOps-8 {
+		bad("fenced batch size %d must be between 1 and %d (0: default)", c.FencedBatchSize, kv.MaxSetAndReadOps-8)
 	}
 	if c.CommitReadRate < 0 || math.IsNaN(c.CommitReadRate) || math.IsInf(c.CommitReadRate, 0) {
 		bad("commit read rate %v must be 0 (unpaced) or a positive number of entries a second", c.CommitReadRate)
