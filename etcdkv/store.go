@@ -97,6 +97,7 @@ var (
 	_ kv.Store            = (*Store)(nil)
 	_ kv.PartitionDropper = (*Store)(nil)
 	_ kv.SetReader        = (*Store)(nil)
+	_ kv.MultiGetter      = (*Store)(nil)
 )
 
 // New dials etcd and returns a Store that owns the client.
@@ -295,6 +296,46 @@ func (s *Store) setAndRead(ctx context.Context, writes []kv.Write, reads []kv.Ke
 	for i, r := range reads {
 		out[i] = kv.Entry{Key: append([]byte(nil), r.Key...)}
 		if rr := resp.Responses[len(writes)+i].GetResponseRange(); rr != nil && len(rr.Kvs) > 0 {
+			out[i].Value, out[i].Predicate = rr.Kvs[0].Value, kv.NewPredicate(rr.Kvs[0].ModRevision)
+		}
+	}
+	return out, nil
+}
+
+// GetMany is one read-only transaction: linearizable, every key at one
+// revision.
+func (s *Store) GetMany(ctx context.Context, reads []kv.KeyRef) ([]kv.Entry, error) {
+	start := time.Now()
+	out, err := s.getMany(ctx, reads)
+	observe("get_many", start, err)
+	return out, err
+}
+
+func (s *Store) getMany(ctx context.Context, reads []kv.KeyRef) ([]kv.Entry, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	if err := kv.CheckGetMany(reads); err != nil {
+		return nil, err
+	}
+	ops := make([]clientv3.Op, 0, len(reads))
+	for _, r := range reads {
+		if err := s.cfg.Limits.CheckKey(r.Partition, r.Key); err != nil {
+			return nil, err
+		}
+		ops = append(ops, clientv3.OpGet(s.etcdKey(r.Partition, r.Key)))
+	}
+	resp, err := s.cli.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return nil, readErr(ctx, fmt.Sprintf("get %d keys (first %q in partition %q)", len(reads), reads[0].Key, reads[0].Partition), err)
+	}
+	if len(resp.Responses) != len(ops) {
+		return nil, fmt.Errorf("etcdkv: get many: %d responses to %d reads", len(resp.Responses), len(ops))
+	}
+	out := make([]kv.Entry, len(reads))
+	for i, r := range reads {
+		out[i] = kv.Entry{Key: append([]byte(nil), r.Key...)}
+		if rr := resp.Responses[i].GetResponseRange(); rr != nil && len(rr.Kvs) > 0 {
 			out[i].Value, out[i].Predicate = rr.Kvs[0].Value, kv.NewPredicate(rr.Kvs[0].ModRevision)
 		}
 	}

@@ -107,18 +107,30 @@ func (g *Graveler) recheck(ctx context.Context, repo *RepositoryRecord, id Branc
 	return cur, err
 }
 
-// writeRepository returns the repository a write goes to: from the short
-// repository cache when it can, since writeBranch's fence re-reads it.
-func (g *Graveler) writeRepository(ctx context.Context, id RepositoryID) (*RepositoryRecord, error) {
-	if r, ok := g.repos.get(id); ok {
-		return r, nil
+// withRepository runs op on the repository: from the short repository
+// cache when it can, since op's fence re-reads the repository record. If
+// the cached record turns out stale (op finds the repository gone, or
+// deleted and created again), op runs once more on a fresh read, so a
+// repository created again is not reported missing for the cache's TTL.
+func (g *Graveler) withRepository(ctx context.Context, id RepositoryID, op func(*RepositoryRecord) error) error {
+	r, cached := g.repos.get(id)
+	if !cached {
+		var err error
+		if r, err = g.refs.GetRepository(ctx, id); err != nil {
+			return err
+		}
+		g.repos.put(r)
 	}
-	r, err := g.refs.GetRepository(ctx, id)
-	if err != nil {
-		return nil, err
+	err := op(r)
+	if !cached || !errors.Is(err, ErrRepositoryNotFound) {
+		return err
+	}
+	g.repos.forget(id)
+	if r, err = g.refs.GetRepository(ctx, id); err != nil {
+		return err
 	}
 	g.repos.put(r)
-	return r, nil
+	return op(r)
 }
 
 // Set stages an entry on a branch.
@@ -127,10 +139,6 @@ func (g *Graveler) Set(ctx context.Context, repoID RepositoryID, branch BranchID
 		return err
 	}
 	if err := ValidateValue(&value); err != nil {
-		return err
-	}
-	repo, err := g.writeRepository(ctx, repoID)
-	if err != nil {
 		return err
 	}
 	if err := ValidateBranchID(branch); err != nil {
@@ -147,9 +155,11 @@ func (g *Graveler) Set(ctx context.Context, repoID RepositoryID, branch BranchID
 			return err
 		}
 	}
-	return g.writeBranch(ctx, repo, branch, func(st StagingToken) error {
-		return g.staging.Set(ctx, st, key, &value)
-	}, g.stageFenced(ctx, repo, branch, key, &value))
+	return g.withRepository(ctx, repoID, func(repo *RepositoryRecord) error {
+		return g.writeBranch(ctx, repo, branch, func(st StagingToken) error {
+			return g.staging.Set(ctx, st, key, &value)
+		}, g.stageFenced(ctx, repo, branch, key, &value))
+	})
 }
 
 // SetBatch stages many entries on a branch (nil Value: delete). It is not
@@ -168,19 +178,17 @@ func (g *Graveler) SetBatch(ctx context.Context, repoID RepositoryID, branch Bra
 			}
 		}
 	}
-	repo, err := g.writeRepository(ctx, repoID)
-	if err != nil {
-		return err
-	}
 	if err := ValidateBranchID(branch); err != nil {
 		return err
 	}
-	if len(records) == 0 {
-		return nil
-	}
-	return g.writeBranch(ctx, repo, branch, func(st StagingToken) error {
-		return g.staging.SetBatch(ctx, st, records)
-	}, nil)
+	return g.withRepository(ctx, repoID, func(repo *RepositoryRecord) error {
+		if len(records) == 0 {
+			return nil
+		}
+		return g.writeBranch(ctx, repo, branch, func(st StagingToken) error {
+			return g.staging.SetBatch(ctx, st, records)
+		}, nil)
+	})
 }
 
 // Delete stages a tombstone for key; ErrEntryNotFound if it is not visible.
@@ -282,6 +290,9 @@ func (g *Graveler) Get(ctx context.Context, repoID RepositoryID, ref Ref, key Ke
 	if err := ValidateKey(key); err != nil {
 		return nil, err
 	}
+	if g.freader != nil {
+		return g.getAtOnce(ctx, repoID, ref, key)
+	}
 	repo, err := g.refs.GetRepository(ctx, repoID)
 	if err != nil {
 		return nil, err
@@ -308,6 +319,88 @@ func (g *Graveler) Get(ctx context.Context, repoID RepositoryID, ref Ref, key Ke
 		return nil, err
 	}
 	return out, getErr
+}
+
+// getAtOnce is Get on a branch in one round trip: the repository and
+// branch records and the key in each of the branch's tokens, all read at
+// one instant (FencedReader). If the branch read is the one the tokens came
+// from, everything read is consistent, which is the fence; otherwise it
+// reads again with the branch just read.
+func (g *Graveler) getAtOnce(ctx context.Context, repoID RepositoryID, ref Ref, key Key) (*Value, error) {
+	var v *Value
+	err := g.withRepository(ctx, repoID, func(repo *RepositoryRecord) error {
+		var err error
+		v, err = g.getAtOnceIn(ctx, repo, ref, key)
+		return err
+	})
+	return v, err
+}
+
+func (g *Graveler) getAtOnceIn(ctx context.Context, repo *RepositoryRecord, ref Ref, key Key) (*Value, error) {
+	repoID := repo.RepositoryID
+	res, _, err := g.resolveForRead(ctx, repo, ref)
+	if err != nil {
+		return nil, err
+	}
+	if !staged(res) {
+		// A commit, a tag or a branch at a commit: committed data only,
+		// after the repository read every other operation starts with.
+		if repo, err = g.refs.GetRepository(ctx, repoID); err != nil {
+			return nil, err
+		}
+		return g.getCommitted(ctx, repo, res.MetaRangeID, key)
+	}
+	id, b := res.BranchRecord.BranchID, res.BranchRecord.Branch
+	for attempt := 0; ; attempt++ {
+		reads, err := g.fencer.BranchFenceReads(repo, id)
+		if err != nil {
+			return nil, err
+		}
+		toks := tokens(b)
+		for _, st := range toks {
+			r, err := g.freader.EntryRef(st, key)
+			if err != nil {
+				return nil, err
+			}
+			reads = append(reads, r)
+		}
+		got, err := g.freader.ReadAt(ctx, reads)
+		if err != nil {
+			return nil, err
+		}
+		r, cur, err := g.fencer.ParseBranchFence(repo, id, got[:2])
+		if err != nil {
+			g.repos.forget(repoID)
+			g.cache.forget(repo, id)
+			return nil, err
+		}
+		g.repos.put(r)
+		g.cache.put(repo, id, cur)
+		if !sameBranch(b, cur) {
+			readRetries.Inc()
+			if attempt >= g.cfg.FenceRetries {
+				return nil, g.fenceExhausted(repo, id)
+			}
+			b = cur
+			continue
+		}
+		for i, st := range toks {
+			v, err := g.freader.ParseEntry(st, key, got[2+i])
+			switch {
+			case err == nil && v == nil:
+				return nil, fmt.Errorf("%w: %q in repository %s (deleted)", ErrEntryNotFound, key, repoID)
+			case err == nil:
+				return v, nil
+			case !errors.Is(err, ErrEntryNotFound):
+				return nil, err
+			}
+		}
+		c, err := g.refs.GetCommit(ctx, repo, cur.CommitID)
+		if err != nil {
+			return nil, err
+		}
+		return g.getCommitted(ctx, r, c.MetaRangeID, key)
+	}
 }
 
 func (g *Graveler) getCommitted(ctx context.Context, repo *RepositoryRecord, mr MetaRangeID, key Key) (*Value, error) {

@@ -25,6 +25,9 @@ type Graveler struct {
 	// the same round trip as a single-entry write.
 	fencer  BranchFencer
 	fstager FencedStager
+	// freader is set when a Get can read its entry and its fence at one
+	// instant, in one round trip.
+	freader FencedReader
 }
 
 // Config tunes the service. Zero values take the defaults noted.
@@ -51,10 +54,10 @@ type Config struct {
 	// only with in-memory stores under the race detector), not a limit
 	// a real workload meets; graveler_write_retries_total counts them.
 	FenceRetries int
-	// SeparateFenceRead keeps the writer's fence a separate, amortized
-	// branch read even when the stores can read it in the same round trip
-	// as a single-entry write (the default on etcd). For comparison and as
-	// an escape hatch; both are correct.
+	// SeparateFenceRead keeps the writer's and the reader's fences a
+	// separate, amortized branch read even when the stores can read it in
+	// the same round trip as a single-entry write or a Get (the default on
+	// etcd). For comparison and as an escape hatch; both are correct.
 	SeparateFenceRead bool
 	// CommitReadRate paces a commit's read of its staged entries to this
 	// many entries a second (0: as fast as it goes). A big commit then
@@ -108,6 +111,9 @@ func New(refs RefManager, staging StagingManager, committed CommittedManager, cf
 		s, ok2 := staging.(FencedStager)
 		if ok1 && ok2 && s.FencedWrites() {
 			g.fencer, g.fstager = f, s
+		}
+		if r, ok := staging.(FencedReader); ok1 && ok && r.FencedReads() {
+			g.fencer, g.freader = f, r
 		}
 	}
 	return g

@@ -140,6 +140,24 @@ type FencedStager interface {
 	SetAndRead(ctx context.Context, st StagingToken, key Key, value *Value, reads []kv.KeyRef) ([]kv.Entry, error)
 }
 
+// FencedReader is an optional ability of a StagingManager: name the kv
+// record of a staged entry so that it can be read together with the
+// branch and repository records, at one instant (kv.GetMany), and decode it.
+// With a RefManager that is a BranchFencer it makes a Get one round trip
+// with its fence.
+type FencedReader interface {
+	// FencedReads reports whether ReadAt reads at one instant in one round
+	// trip (kv.MultiGetter).
+	FencedReads() bool
+	// EntryRef names the record of key in token st.
+	EntryRef(st StagingToken, key Key) (kv.KeyRef, error)
+	// ParseEntry decodes what ReadAt found at EntryRef: the value, nil for
+	// a staged tombstone, or ErrEntryNotFound when nothing is staged.
+	ParseEntry(st StagingToken, key Key, got kv.Entry) (*Value, error)
+	// ReadAt reads records at one instant.
+	ReadAt(ctx context.Context, reads []kv.KeyRef) ([]kv.Entry, error)
+}
+
 // BranchFencer is an optional ability of a RefManager: name the kv records
 // of a repository and of one of its branches, and parse what was read of
 // them, so that a staged write can read them in the same round trip.

@@ -68,3 +68,43 @@ func TestReadSeesWritesOfAnotherReplica(t *testing.T) {
 		fa.want("main", "new2", "2")
 	})
 }
+
+// TestRepositoryCreatedAgainOnAnotherReplica: replica A holds a repository
+// in its short cache; replica B deletes it and creates it again. A's next
+// write and read go to the new repository instead of failing with "not
+// found" for the cache's lifetime, and the old one's entries are gone.
+func TestRepositoryCreatedAgainOnAnotherReplica(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, store kv.Store) {
+		for _, m := range fenceModes {
+			t.Run(m.name, func(t *testing.T) {
+				ctx := context.Background()
+				blobs := committed.NewBucketStore(committed.BucketConfig{})
+				t.Cleanup(func() { blobs.Close() })
+				cfg := m.cfg
+				cfg.BranchCacheTTL = time.Hour
+				newReplica := func() *graveler.Graveler {
+					return graveler.New(ref.New(store, ref.Config{}), staging.New(store, staging.Config{}), committed.NewManager(blobs, committed.Config{}), cfg)
+				}
+				repo := graveler.RepositoryID("again-" + m.name)
+				a, b := newReplica(), newReplica()
+				fa := &fixture{t: t, g: a, ctx: ctx, repo: repo}
+				if _, err := a.CreateRepository(ctx, repo, "mem://again", "main"); err != nil {
+					t.Fatal(err)
+				}
+				fa.set("main", "old", "1")
+				fa.want("main", "old", "1")
+				if err := b.DeleteRepository(ctx, repo); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := b.CreateRepository(ctx, repo, "mem://again", "main"); err != nil {
+					t.Fatal(err)
+				}
+				fa.wantMissing("main", "old")
+				fa.set("main", "new", "2")
+				fb := &fixture{t: t, g: b, ctx: ctx, repo: repo}
+				fb.want("main", "new", "2")
+				fb.wantMissing("main", "old")
+			})
+		}
+	})
+}

@@ -18,5 +18,5 @@
 // returned as (a wrapping of) the context's error.
 //
 // Optional abilities are separate interfaces probed at run time, as
-// database/sql/driver does: PartitionDropper, SetReader.
+// database/sql/driver does: PartitionDropper, SetReader, MultiGetter.
 package kv

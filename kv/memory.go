@@ -35,6 +35,7 @@ var (
 	_ Store            = (*MemoryStore)(nil)
 	_ PartitionDropper = (*MemoryStore)(nil)
 	_ SetReader        = (*MemoryStore)(nil)
+	_ MultiGetter      = (*MemoryStore)(nil)
 )
 
 // memScanPage is how many entries a scan copies per lock acquisition.
@@ -142,6 +143,36 @@ func (s *MemoryStore) SetAndRead(ctx context.Context, writes []Write, reads []Ke
 		if err := s.writeLocked(w.Partition, w.Key, w.Value, nil); err != nil {
 			return nil, err
 		}
+	}
+	out := make([]Entry, len(reads))
+	for i, r := range reads {
+		out[i] = Entry{Key: clone(r.Key)}
+		if t := s.partitions[string(r.Partition)]; t != nil {
+			if it, ok := t.Get(memItem{key: r.Key}); ok {
+				out[i].Value, out[i].Predicate = clone(it.value), NewPredicate(it.version)
+			}
+		}
+	}
+	return out, nil
+}
+
+// GetMany reads under one lock: one instant.
+func (s *MemoryStore) GetMany(ctx context.Context, reads []KeyRef) ([]Entry, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := CheckGetMany(reads); err != nil {
+		return nil, err
+	}
+	for _, r := range reads {
+		if err := s.limits.CheckKey(r.Partition, r.Key); err != nil {
+			return nil, err
+		}
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, ErrClosed
 	}
 	out := make([]Entry, len(reads))
 	for i, r := range reads {

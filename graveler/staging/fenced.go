@@ -203,3 +203,45 @@ func (m *Manager) SetAndRead(ctx context.Context, st graveler.StagingToken, key 
 	}
 	return got, nil
 }
+
+var _ graveler.FencedReader = (*Manager)(nil)
+
+// FencedReads reports whether the store reads many keys at one instant in
+// one round trip (kv.MultiGetter).
+func (m *Manager) FencedReads() bool {
+	_, ok := m.store.(kv.MultiGetter)
+	return ok
+}
+
+// EntryRef names the kv record of key in token st.
+func (m *Manager) EntryRef(st graveler.StagingToken, key graveler.Key) (kv.KeyRef, error) {
+	p, err := partition(st)
+	if err == nil {
+		err = graveler.ValidateKey(key)
+	}
+	if err != nil {
+		return kv.KeyRef{}, fmt.Errorf("staging: get %s in token %q: %w", qkey(key), st, err)
+	}
+	return kv.KeyRef{Partition: p, Key: keys.Entry(key)}, nil
+}
+
+// ParseEntry decodes what was read at EntryRef, as Get returns it.
+func (m *Manager) ParseEntry(st graveler.StagingToken, key graveler.Key, got kv.Entry) (*graveler.Value, error) {
+	if got.Predicate.IsAbsent() {
+		return nil, fmt.Errorf("staging: get %s in token %q: %w", qkey(key), st, graveler.ErrEntryNotFound)
+	}
+	v, err := decode(got.Value)
+	if err != nil {
+		return nil, fmt.Errorf("staging: get %s in token %q: %w", qkey(key), st, err)
+	}
+	return v, nil
+}
+
+// ReadAt reads records at one instant (kv.GetMany).
+func (m *Manager) ReadAt(ctx context.Context, reads []kv.KeyRef) ([]kv.Entry, error) {
+	got, err := kv.GetMany(ctx, m.store, reads)
+	if err != nil {
+		return nil, storeErr(err, "read %d records", len(reads))
+	}
+	return got, nil
+}

@@ -61,6 +61,7 @@ var (
 	_ kv.Store            = (*FaultStore)(nil)
 	_ kv.PartitionDropper = (*FaultStore)(nil)
 	_ kv.SetReader        = (*FaultStore)(nil)
+	_ kv.MultiGetter      = (*FaultStore)(nil)
 )
 
 // NewFaultStore wraps inner with no faults armed.
@@ -205,6 +206,14 @@ func (f *FaultStore) SetAndRead(ctx context.Context, writes []kv.Write, reads []
 		return nil, err
 	}
 	return out, nil
+}
+
+// GetMany is one numbered read.
+func (f *FaultStore) GetMany(ctx context.Context, reads []kv.KeyRef) ([]kv.Entry, error) {
+	if err := f.read("get_many"); err != nil {
+		return nil, err
+	}
+	return kv.GetMany(ctx, f.inner, reads)
 }
 
 func (f *FaultStore) Delete(ctx context.Context, partition, key []byte) error {

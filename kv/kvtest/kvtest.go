@@ -43,6 +43,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"DropPartition", testDropPartition},
 		{"SetAndRead", testSetAndRead},
 		{"SetAndReadFence", testSetAndReadFence},
+		{"GetMany", testGetMany},
 		{"Close", testClose},
 	}
 	for _, c := range cases {

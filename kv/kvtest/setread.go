@@ -201,3 +201,67 @@ func testSetAndReadFence(t *testing.T, s kv.Store) {
 		t.Fatalf("only %d writes checked across %d seals", checked, seals)
 	}
 }
+
+// testGetMany checks kv.GetMany: values, absence, limits, and that a
+// reader never sees a key ahead of one written before it.
+func testGetMany(t *testing.T, s kv.Store) {
+	mustSet(t, s, "a", "k", "1")
+	mustSet(t, s, "b", "k", "2")
+	got, err := kv.GetMany(ctx, s, []kv.KeyRef{{Partition: p("b"), Key: p("k")}, {Partition: p("a"), Key: p("none")}, {Partition: p("a"), Key: p("k")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got[0].Value) != "2" || got[1].Value != nil || !got[1].Predicate.IsAbsent() || string(got[2].Value) != "1" || string(got[2].Key) != "k" {
+		t.Fatalf("get many: %+v", got)
+	}
+	if _, pr := mustGet(t, s, "a", "k"); pr != got[2].Predicate {
+		t.Fatalf("predicate %v, a get says %v", got[2].Predicate, pr)
+	}
+	if _, err := kv.GetMany(ctx, s, nil); !errors.Is(err, kv.ErrInvalidKey) {
+		t.Fatalf("no key: %v", err)
+	}
+	if _, err := kv.GetMany(ctx, s, []kv.KeyRef{{Partition: p("a"), Key: nil}}); !errors.Is(err, kv.ErrInvalidKey) {
+		t.Fatalf("empty key: %v", err)
+	}
+	lots := make([]kv.KeyRef, kv.MaxSetAndReadOps+1)
+	for i := range lots {
+		lots[i] = kv.KeyRef{Partition: p("a"), Key: p("k")}
+	}
+	if _, err := kv.GetMany(ctx, s, lots); !errors.Is(err, kv.ErrTooManyOps) {
+		t.Fatalf("too many: %v", err)
+	}
+	c, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := kv.GetMany(c, s, lots[:2]); !errors.Is(err, context.Canceled) {
+		t.Fatalf("canceled: %v", err)
+	}
+
+	// A writer sets x then y to the same counter; a reader of (y, x) must
+	// never see y ahead of x.
+	mustSet(t, s, "x", "n", "000")
+	mustSet(t, s, "y", "n", "000")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 1; i <= 200; i++ {
+			v := fmt.Sprintf("%03d", i)
+			mustSet(t, s, "x", "n", v)
+			mustSet(t, s, "y", "n", v)
+		}
+	}()
+	reads := []kv.KeyRef{{Partition: p("y"), Key: p("n")}, {Partition: p("x"), Key: p("n")}}
+	for {
+		got, err := kv.GetMany(ctx, s, reads)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got[0].Value) > string(got[1].Value) {
+			t.Fatalf("read y=%s ahead of x=%s", got[0].Value, got[1].Value)
+		}
+		select {
+		case <-done:
+			return
+		default:
+		}
+	}
+}
