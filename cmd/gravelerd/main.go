@@ -61,7 +61,7 @@ func parse(args []string, getenv func(string) string) (daemon.Config, error) {
 	fs.IntVar(&c.MaxSealedTokens, "max-sealed-tokens", graveler.DefaultMaxSealedTokens, "bound on a branch's sealed staging tokens before a commit absorbs them")
 	fs.Float64Var(&c.CommitReadRate, "commit-read-rate", 0, "pace a commit's read of its staged entries to this many entries/s, for the latency of the branch's writers (0: unpaced)")
 	fs.IntVar(&c.FencedBatchSize, "fenced-batch-size", staging.DefaultFencedBatchSize, "most staged writes of one staging token sharing one etcd transaction (1: none shared; keep below etcd's --max-txn-ops less 2)")
-	fs.BoolVar(&c.SeparateFenceRead, "separate-fence-read", false, "read the writer's fence separately instead of in the write's etcd transaction (slower; for comparison)")
+	fs.BoolVar(&c.SeparateFenceRead, "separate-fence-read", false, "read the writer's and reader's fence as a separate branch read instead of in the write's or read's etcd transaction (slower; for comparison)")
 	// Environment variables become the defaults, so explicit flags win.
 	var envErrs []error
 	fs.VisitAll(func(f *flag.Flag) {
