@@ -9,6 +9,14 @@
 // this package for its types and implement its interfaces; a main wires them
 // together with New. graveler never imports a store implementation.
 //
+// Fences: the writer's and the reader's fence (seed 004) read the branch
+// record after the write, or together with the entries read. When the
+// stores offer it (BranchFencer with FencedStager or FencedReader: kv's
+// SetReader and MultiGetter, as on etcd), that read is part of the same
+// kv request, at the write's or the read's own revision, so a staged write
+// or a Get costs one round trip; Config.SeparateFenceRead keeps a separate,
+// amortized branch read.
+//
 // Concurrency: Graveler is safe for concurrent use from any number of
 // goroutines and processes; correctness comes from compare-and-swap on the
 // branch record, never from a lock.
