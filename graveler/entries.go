@@ -65,7 +65,7 @@ func (g *Graveler) writeBranch(ctx context.Context, repo *RepositoryRecord, id B
 // stageFenced returns writeBranch's fenced write of one entry (nil value:
 // a tombstone), or nil when the stores cannot read the fence with it.
 func (g *Graveler) stageFenced(ctx context.Context, repo *RepositoryRecord, id BranchID, key Key, value *Value) func(StagingToken) (*RepositoryRecord, *Branch, error) {
-	if g.fencer == nil {
+	if g.fstager == nil {
 		return nil
 	}
 	return func(st StagingToken) (*RepositoryRecord, *Branch, error) {

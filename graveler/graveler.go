@@ -121,7 +121,7 @@ func New(refs RefManager, staging StagingManager, committed CommittedManager, cf
 
 // FencedWrites reports whether single-entry writes read their fence in
 // the same round trip (see Config.SeparateFenceRead).
-func (g *Graveler) FencedWrites() bool { return g.fencer != nil }
+func (g *Graveler) FencedWrites() bool { return g.fstager != nil }
 
 // CommitParams describe a new commit.
 type CommitParams struct {

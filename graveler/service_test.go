@@ -719,3 +719,23 @@ func TestPacedCommit(t *testing.T) {
 		}
 	})
 }
+
+// readsOnlyStore offers kv.MultiGetter but not kv.SetReader.
+type readsOnlyStore struct{ kv.Store }
+
+func (s readsOnlyStore) GetMany(ctx context.Context, reads []kv.KeyRef) ([]kv.Entry, error) {
+	return s.Store.(kv.MultiGetter).GetMany(ctx, reads)
+}
+
+// TestStoreWithOnlyOneFencedAbility: with reads folded but writes not,
+// writes take the separate fence and reads the folded one.
+func TestStoreWithOnlyOneFencedAbility(t *testing.T) {
+	f := newFixture(t, readsOnlyStore{kv.NewMemoryStore()}, graveler.Config{})
+	if f.g.FencedWrites() {
+		t.Fatal("fenced writes on a store without SetAndRead")
+	}
+	f.set("main", "a", "1")
+	f.want("main", "a", "1")
+	f.commit("main", "c")
+	f.want("main@", "a", "1")
+}
