@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
@@ -265,11 +266,9 @@ func (s *Store) setAndRead(ctx context.Context, writes []kv.Write, reads []kv.Ke
 		}
 		ops = append(ops, clientv3.OpPut(s.etcdKey(w.Partition, w.Key), string(w.Value)))
 	}
-	for _, r := range reads {
-		if err := s.cfg.Limits.CheckKey(r.Partition, r.Key); err != nil {
-			return nil, err
-		}
-		ops = append(ops, clientv3.OpGet(s.etcdKey(r.Partition, r.Key)))
+	ops, err := s.appendReadOps(ops, reads)
+	if err != nil {
+		return nil, err
 	}
 	var resp *clientv3.TxnResponse
 	send := func(c context.Context) error {
@@ -292,14 +291,7 @@ func (s *Store) setAndRead(ctx context.Context, writes []kv.Write, reads []kv.Ke
 	if len(resp.Responses) != len(ops) {
 		return nil, fmt.Errorf("etcdkv: set and read: %d responses to %d operations", len(resp.Responses), len(ops))
 	}
-	out := make([]kv.Entry, len(reads))
-	for i, r := range reads {
-		out[i] = kv.Entry{Key: append([]byte(nil), r.Key...)}
-		if rr := resp.Responses[len(writes)+i].GetResponseRange(); rr != nil && len(rr.Kvs) > 0 {
-			out[i].Value, out[i].Predicate = rr.Kvs[0].Value, kv.NewPredicate(rr.Kvs[0].ModRevision)
-		}
-	}
-	return out, nil
+	return readEntries(reads, resp.Responses[len(writes):]), nil
 }
 
 // GetMany is one read-only transaction: linearizable, every key at one
@@ -318,12 +310,9 @@ func (s *Store) getMany(ctx context.Context, reads []kv.KeyRef) ([]kv.Entry, err
 	if err := kv.CheckGetMany(reads); err != nil {
 		return nil, err
 	}
-	ops := make([]clientv3.Op, 0, len(reads))
-	for _, r := range reads {
-		if err := s.cfg.Limits.CheckKey(r.Partition, r.Key); err != nil {
-			return nil, err
-		}
-		ops = append(ops, clientv3.OpGet(s.etcdKey(r.Partition, r.Key)))
+	ops, err := s.appendReadOps(make([]clientv3.Op, 0, len(reads)), reads)
+	if err != nil {
+		return nil, err
 	}
 	resp, err := s.cli.Txn(ctx).Then(ops...).Commit()
 	if err != nil {
@@ -332,14 +321,31 @@ func (s *Store) getMany(ctx context.Context, reads []kv.KeyRef) ([]kv.Entry, err
 	if len(resp.Responses) != len(ops) {
 		return nil, fmt.Errorf("etcdkv: get many: %d responses to %d reads", len(resp.Responses), len(ops))
 	}
+	return readEntries(reads, resp.Responses), nil
+}
+
+// appendReadOps checks reads and appends a range read of each to ops.
+func (s *Store) appendReadOps(ops []clientv3.Op, reads []kv.KeyRef) ([]clientv3.Op, error) {
+	for _, r := range reads {
+		if err := s.cfg.Limits.CheckKey(r.Partition, r.Key); err != nil {
+			return nil, err
+		}
+		ops = append(ops, clientv3.OpGet(s.etcdKey(r.Partition, r.Key)))
+	}
+	return ops, nil
+}
+
+// readEntries turns the responses of appendReadOps' reads into entries,
+// Absent when a key is missing.
+func readEntries(reads []kv.KeyRef, responses []*etcdserverpb.ResponseOp) []kv.Entry {
 	out := make([]kv.Entry, len(reads))
 	for i, r := range reads {
 		out[i] = kv.Entry{Key: append([]byte(nil), r.Key...)}
-		if rr := resp.Responses[i].GetResponseRange(); rr != nil && len(rr.Kvs) > 0 {
+		if rr := responses[i].GetResponseRange(); rr != nil && len(rr.Kvs) > 0 {
 			out[i].Value, out[i].Predicate = rr.Kvs[0].Value, kv.NewPredicate(rr.Kvs[0].ModRevision)
 		}
 	}
-	return out, nil
+	return out
 }
 
 func (s *Store) SetIf(ctx context.Context, partition, key, value []byte, pred kv.Predicate) error {

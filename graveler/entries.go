@@ -384,16 +384,11 @@ func (g *Graveler) getAtOnceIn(ctx context.Context, repo *RepositoryRecord, ref 
 			b = cur
 			continue
 		}
-		for i, st := range toks {
-			v, err := g.freader.ParseEntry(st, key, got[2+i])
-			switch {
-			case err == nil && v == nil:
-				return nil, fmt.Errorf("%w: %q in repository %s (deleted)", ErrEntryNotFound, key, repoID)
-			case err == nil:
-				return v, nil
-			case !errors.Is(err, ErrEntryNotFound):
-				return nil, err
-			}
+		v, found, err := firstStaged(repo, key, toks, func(i int, st StagingToken) (*Value, error) {
+			return g.freader.ParseEntry(st, key, got[2+i])
+		})
+		if found || err != nil {
+			return v, err
 		}
 		c, err := g.refs.GetCommit(ctx, repo, cur.CommitID)
 		if err != nil {
@@ -414,18 +409,31 @@ func (g *Graveler) getCommitted(ctx context.Context, repo *RepositoryRecord, mr 
 // getStaged looks key up in the staging token, the sealed tokens newest
 // first, then the head commit: the first that knows the key decides.
 func (g *Graveler) getStaged(ctx context.Context, repo *RepositoryRecord, b *Branch, mr MetaRangeID, key Key) (*Value, error) {
-	for _, st := range tokens(b) {
-		v, err := g.staging.Get(ctx, st, key)
-		switch {
-		case err == nil && v == nil:
-			return nil, fmt.Errorf("%w: %q in repository %s (deleted)", ErrEntryNotFound, key, repo.RepositoryID)
-		case err == nil:
-			return v, nil
-		case !errors.Is(err, ErrNotFound):
-			return nil, err
-		}
+	v, found, err := firstStaged(repo, key, tokens(b), func(_ int, st StagingToken) (*Value, error) {
+		return g.staging.Get(ctx, st, key)
+	})
+	if found || err != nil {
+		return v, err
 	}
 	return g.getCommitted(ctx, repo, mr, key)
+}
+
+// firstStaged looks key up in toks, newest first, through lookup (which
+// answers as StagingManager.Get does): the first token that knows the key
+// decides, a tombstone as ErrEntryNotFound. found is false when none does.
+func firstStaged(repo *RepositoryRecord, key Key, toks []StagingToken, lookup func(i int, st StagingToken) (*Value, error)) (v *Value, found bool, err error) {
+	for i, st := range toks {
+		v, err := lookup(i, st)
+		switch {
+		case err == nil && v == nil:
+			return nil, true, fmt.Errorf("%w: %q in repository %s (deleted)", ErrEntryNotFound, key, repo.RepositoryID)
+		case err == nil:
+			return v, true, nil
+		case !errors.Is(err, ErrNotFound):
+			return nil, true, err
+		}
+	}
+	return nil, false, nil
 }
 
 // tokenIterators opens one iterator per staging token of b, newest first,

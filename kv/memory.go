@@ -132,10 +132,8 @@ func (s *MemoryStore) SetAndRead(ctx context.Context, writes []Write, reads []Ke
 			return nil, err
 		}
 	}
-	for _, r := range reads {
-		if err := s.limits.CheckKey(r.Partition, r.Key); err != nil {
-			return nil, err
-		}
+	if err := s.checkReads(reads); err != nil {
+		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -144,6 +142,20 @@ func (s *MemoryStore) SetAndRead(ctx context.Context, writes []Write, reads []Ke
 			return nil, err
 		}
 	}
+	return s.readLocked(reads), nil
+}
+
+func (s *MemoryStore) checkReads(reads []KeyRef) error {
+	for _, r := range reads {
+		if err := s.limits.CheckKey(r.Partition, r.Key); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readLocked reads each of reads, Absent when missing; s.mu is held.
+func (s *MemoryStore) readLocked(reads []KeyRef) []Entry {
 	out := make([]Entry, len(reads))
 	for i, r := range reads {
 		out[i] = Entry{Key: clone(r.Key)}
@@ -153,7 +165,7 @@ func (s *MemoryStore) SetAndRead(ctx context.Context, writes []Write, reads []Ke
 			}
 		}
 	}
-	return out, nil
+	return out
 }
 
 // GetMany reads under one lock: one instant.
@@ -164,26 +176,15 @@ func (s *MemoryStore) GetMany(ctx context.Context, reads []KeyRef) ([]Entry, err
 	if err := CheckGetMany(reads); err != nil {
 		return nil, err
 	}
-	for _, r := range reads {
-		if err := s.limits.CheckKey(r.Partition, r.Key); err != nil {
-			return nil, err
-		}
+	if err := s.checkReads(reads); err != nil {
+		return nil, err
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
 		return nil, ErrClosed
 	}
-	out := make([]Entry, len(reads))
-	for i, r := range reads {
-		out[i] = Entry{Key: clone(r.Key)}
-		if t := s.partitions[string(r.Partition)]; t != nil {
-			if it, ok := t.Get(memItem{key: r.Key}); ok {
-				out[i].Value, out[i].Predicate = clone(it.value), NewPredicate(it.version)
-			}
-		}
-	}
-	return out, nil
+	return s.readLocked(reads), nil
 }
 
 func (s *MemoryStore) Delete(ctx context.Context, partition, key []byte) error {

@@ -178,20 +178,13 @@ func (m *Manager) FencedWrites() bool {
 // (kv.SetAndRead): the writer's fence in the same round trip, shared with
 // concurrent writers of the same token (see fencedBatcher).
 func (m *Manager) SetAndRead(ctx context.Context, st graveler.StagingToken, key graveler.Key, value *graveler.Value, reads []kv.KeyRef) ([]kv.Entry, error) {
-	p, err := partition(st)
-	if err == nil {
-		err = checkRecord(key, value)
-	}
-	if err == nil && len(reads) > kv.MaxSetAndReadOps-1 {
-		err = fmt.Errorf("%w: %d fence reads", graveler.ErrInvalidArgument, len(reads))
-	}
+	w, err := stagedWrite(ctx, st, key, value)
 	if err != nil {
-		return nil, fmt.Errorf("staging: set %s in token %q: %w", qkey(key), st, err)
+		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("staging: set %s in token %q: %w", qkey(key), st, err)
+	if len(reads) > kv.MaxSetAndReadOps-1 {
+		return nil, fmt.Errorf("staging: set %s in token %q: %w: %d fence reads", qkey(key), st, graveler.ErrInvalidArgument, len(reads))
 	}
-	w := kv.Write{Partition: p, Key: keys.Entry(key), Value: encode(value)}
 	var got []kv.Entry
 	if m.cfg.FencedBatchSize > 1 {
 		got, err = m.fenced.do(ctx, w, reads)

@@ -44,25 +44,15 @@ func partition(st graveler.StagingToken) ([]byte, error) {
 // tombstone, or an error wrapping graveler.ErrEntryNotFound when nothing
 // is staged.
 func (m *Manager) Get(ctx context.Context, st graveler.StagingToken, key graveler.Key) (*graveler.Value, error) {
-	p, err := partition(st)
-	if err == nil {
-		err = graveler.ValidateKey(key)
-	}
+	ref, err := m.EntryRef(st, key)
 	if err != nil {
-		return nil, fmt.Errorf("staging: get %s in token %q: %w", qkey(key), st, err)
+		return nil, err
 	}
-	data, _, err := m.store.Get(ctx, p, keys.Entry(key))
-	if errors.Is(err, kv.ErrNotFound) {
-		return nil, fmt.Errorf("staging: get %s in token %q: %w", qkey(key), st, graveler.ErrEntryNotFound)
-	}
-	if err != nil {
+	data, pred, err := m.store.Get(ctx, ref.Partition, ref.Key)
+	if err != nil && !errors.Is(err, kv.ErrNotFound) {
 		return nil, storeErr(err, "get %s in token %q", qkey(key), st)
 	}
-	v, err := decode(data)
-	if err != nil {
-		return nil, fmt.Errorf("staging: get %s in token %q: %w", qkey(key), st, err)
-	}
-	return v, nil
+	return m.ParseEntry(st, key, kv.Entry{Key: ref.Key, Value: data, Predicate: pred})
 }
 
 // checkRecord validates what Set and SetBatch write.
@@ -79,20 +69,29 @@ func checkRecord(key graveler.Key, value *graveler.Value) error {
 // Set stages value for key, overwriting whatever was staged; a nil value
 // stages a tombstone. It is one kv write.
 func (m *Manager) Set(ctx context.Context, st graveler.StagingToken, key graveler.Key, value *graveler.Value) error {
+	w, err := stagedWrite(ctx, st, key, value)
+	if err != nil {
+		return err
+	}
+	if err := m.store.Set(ctx, w.Partition, w.Key, w.Value); err != nil {
+		return storeErr(err, "set %s in token %q", qkey(key), st)
+	}
+	return nil
+}
+
+// stagedWrite validates one staged write (Set, SetAndRead) and builds it.
+func stagedWrite(ctx context.Context, st graveler.StagingToken, key graveler.Key, value *graveler.Value) (kv.Write, error) {
 	p, err := partition(st)
 	if err == nil {
 		err = checkRecord(key, value)
 	}
+	if err == nil {
+		err = ctx.Err()
+	}
 	if err != nil {
-		return fmt.Errorf("staging: set %s in token %q: %w", qkey(key), st, err)
+		return kv.Write{}, fmt.Errorf("staging: set %s in token %q: %w", qkey(key), st, err)
 	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("staging: set %s in token %q: %w", qkey(key), st, err)
-	}
-	if err := m.store.Set(ctx, p, keys.Entry(key), encode(value)); err != nil {
-		return storeErr(err, "set %s in token %q", qkey(key), st)
-	}
-	return nil
+	return kv.Write{Partition: p, Key: keys.Entry(key), Value: encode(value)}, nil
 }
 
 // SetBatch stages many records (a nil Value stages a tombstone). Every
