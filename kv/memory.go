@@ -208,6 +208,38 @@ func (s *MemoryStore) Delete(ctx context.Context, partition, key []byte) error {
 	return nil
 }
 
+func (s *MemoryStore) DeleteIf(ctx context.Context, partition, key []byte, pred Predicate) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := s.limits.CheckKey(partition, key); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	t := s.partitions[string(partition)]
+	var cur int64
+	if t != nil {
+		if it, ok := t.Get(memItem{key: key}); ok {
+			cur = it.version
+		}
+	}
+	if cur != pred.version {
+		return fmt.Errorf("%w: delete %q in partition %q: it is %v, expected %v", ErrPredicateFailed, key, partition, NewPredicate(cur), pred)
+	}
+	if cur == 0 {
+		return nil
+	}
+	t.Delete(memItem{key: key})
+	if t.Len() == 0 {
+		delete(s.partitions, string(partition))
+	}
+	return nil
+}
+
 func (s *MemoryStore) Scan(ctx context.Context, partition []byte, opts ScanOptions) iter.Seq2[Entry, error] {
 	return func(yield func(Entry, error) bool) {
 		if err := ValidatePartition(partition); err != nil {

@@ -64,8 +64,20 @@ type Store interface {
 	// SetIf stores value only if key's current version is pred (Absent: only
 	// if key does not exist); otherwise it returns ErrPredicateFailed.
 	SetIf(ctx context.Context, partition, key, value []byte, pred Predicate) error
-	// Delete removes key. Deleting a missing key is not an error.
+	// Delete removes key. Deleting a missing key is not an error. Use it
+	// only on keys nobody can write again concurrently; a record read
+	// earlier is removed with DeleteIf.
 	Delete(ctx context.Context, partition, key []byte) error
+	// DeleteIf removes key only if its current version is pred, as read
+	// by Get or Scan; otherwise it returns ErrPredicateFailed and changes
+	// nothing. With Absent it succeeds only when key is missing. It is how
+	// a record read earlier is deleted without removing a newer record
+	// written meanwhile under the same key (a re-created repository or
+	// branch). On etcd an ambiguous DeleteIf is settled from the key's
+	// history: if the version pred was ended by a deletion, the delete is
+	// reported applied (the caller's intent holds whoever deleted it); if
+	// by a write, ErrPredicateFailed.
+	DeleteIf(ctx context.Context, partition, key []byte, pred Predicate) error
 	// Scan walks the partition in ascending byte order of keys, starting at
 	// opts.Start. An error is yielded at most once, as the last element.
 	// Breaking out of the loop releases everything. A scan may run while

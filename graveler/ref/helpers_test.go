@@ -232,6 +232,17 @@ func (f *faultStore) Delete(ctx context.Context, p, k []byte) error {
 	return fmt.Errorf("%w (applied)", kv.ErrAmbiguous)
 }
 
+func (f *faultStore) DeleteIf(ctx context.Context, p, k []byte, pred kv.Predicate) error {
+	err, after := f.before()
+	if err != nil {
+		return err
+	}
+	if err := f.Store.DeleteIf(ctx, p, k, pred); err != nil || !after {
+		return err
+	}
+	return fmt.Errorf("%w (applied)", kv.ErrAmbiguous)
+}
+
 func (f *faultStore) Scan(ctx context.Context, p []byte, opts kv.ScanOptions) iter.Seq2[kv.Entry, error] {
 	err, _ := f.before()
 	if err != nil {

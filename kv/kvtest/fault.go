@@ -220,6 +220,10 @@ func (f *FaultStore) Delete(ctx context.Context, partition, key []byte) error {
 	return f.write("delete", func() error { return f.inner.Delete(ctx, partition, key) })
 }
 
+func (f *FaultStore) DeleteIf(ctx context.Context, partition, key []byte, pred kv.Predicate) error {
+	return f.write("deleteif", func() error { return f.inner.DeleteIf(ctx, partition, key, pred) })
+}
+
 func (f *FaultStore) Scan(ctx context.Context, partition []byte, opts kv.ScanOptions) iter.Seq2[kv.Entry, error] {
 	return func(yield func(kv.Entry, error) bool) {
 		if err := f.read("scan"); err != nil {
