@@ -10,18 +10,20 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"graveler/cleaner"
+	"graveler/etcdkv"
 	"graveler/graveler/ref"
 	"graveler/keys"
 )
 
 var benchKeys = flag.Int("cleaner.bench-keys", 1_000_000, "keys in the staging partition BenchmarkReclaimStagingPartition reclaims")
 
-// populate writes n keys into partition part straight through etcd, in
-// transactions of 128 puts (etcd's default op limit) from 8 goroutines.
-func populate(b *testing.B, cli *clientv3.Client, root string, part []byte, n int) {
+// populate writes n keys into partition part of store straight through
+// etcd, in transactions of 128 puts (etcd's default op limit) from 8
+// goroutines.
+func populate(b *testing.B, cli *clientv3.Client, store *etcdkv.Store, part []byte, n int) {
 	b.Helper()
 	const batch, workers = 128, 8
-	prefix := root + "/" + string(part) + "/"
+	prefix := store.RawPrefix(part)
 	value := string(make([]byte, 64))
 	jobs := make(chan int)
 	var wg sync.WaitGroup
@@ -65,7 +67,7 @@ func BenchmarkReclaimStagingPartition(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		tok := "bench." + ref.NewULID()
-		populate(b, cli, store.Prefix(), keys.StagingPartition(tok), n)
+		populate(b, cli, store, keys.StagingPartition(tok), n)
 		if err := store.Set(ctx, keys.Deleted(), keys.DeletedToken(tok), []byte("x")); err != nil {
 			b.Fatal(err)
 		}

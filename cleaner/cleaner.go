@@ -94,8 +94,13 @@ type Summary struct {
 	// KeysReclaimed: keys in those partitions.
 	KeysReclaimed int64 `json:"keys_reclaimed"`
 	// Skipped: work left for a later run because it is still referenced
-	// (a live token, a repository still being created) or too young to sweep.
+	// (a live token, a repository still being created), may be referenced
+	// by a record that does not decode, or is too young to sweep.
 	Skipped int `json:"skipped"`
+	// SkippedRecords counts repository and branch records that could not
+	// be decoded (each once per run): they were reported and passed over,
+	// and whatever they might reference was kept.
+	SkippedRecords int `json:"skipped_records"`
 	// Errors counts failed steps; Failures describes the first few.
 	Errors   int      `json:"errors"`
 	Failures []string `json:"failures,omitempty"`
@@ -152,7 +157,7 @@ func (c *Cleaner) RunOnce(ctx context.Context) (Summary, error) {
 		runCtx, cancel = context.WithTimeout(ctx, c.cfg.Timeout)
 		defer cancel()
 	}
-	r := &pass{c: c, ctx: runCtx, parent: ctx, dropped: map[string]bool{}}
+	r := &pass{c: c, ctx: runCtx, parent: ctx, dropped: map[string]bool{}, badRecords: map[string]bool{}, unsure: map[string]bool{}}
 	r.sum.DryRun = c.cfg.DryRun
 	err := r.do()
 	if err != nil && r.stopped() {
@@ -175,6 +180,7 @@ func (c *Cleaner) RunOnce(ctx context.Context) (Summary, error) {
 		zap.Int("partitions_reclaimed", r.sum.PartitionsReclaimed),
 		zap.Int64("keys_reclaimed", r.sum.KeysReclaimed),
 		zap.Int("skipped", r.sum.Skipped),
+		zap.Int("skipped_records", r.sum.SkippedRecords),
 		zap.Int("errors", r.sum.Errors),
 		zap.Bool("incomplete", r.sum.Incomplete),
 		zap.Duration("duration", r.sum.Duration)}
@@ -198,6 +204,13 @@ type pass struct {
 	// dropped holds the partitions this pass dropped (or in a dry run would
 	// have), so the sweep neither drops nor counts them twice.
 	dropped map[string]bool
+	// badRecords holds the undecodable records already reported, so each
+	// counts once although a pass reads the records more than once.
+	badRecords map[string]bool
+	// unsure names the repositories whose references this pass cannot
+	// fully read (an undecodable repository record, or an undecodable
+	// branch of a live incarnation): nothing that may be theirs is dropped.
+	unsure map[string]bool
 }
 
 // stopped reports whether the run's own Timeout ended it (not its caller).
@@ -235,6 +248,17 @@ type repoItem struct {
 	// queued: the entry exists (false only in a dry run, for a record that
 	// a real run would have queued first).
 	queued bool
+	// pred is the version of the entry as the work list read it; the entry
+	// is removed only at that version, so one queued again meanwhile (by a
+	// create that wrote to the partition after it was dropped) survives for
+	// the next run. Absent for an entry the work list did not see.
+	pred kv.Predicate
+}
+
+// tokenItem is a queued staging token and the version of its entry.
+type tokenItem struct {
+	tok  string
+	pred kv.Predicate
 }
 
 type record struct {
@@ -254,6 +278,9 @@ func (r *pass) do() error {
 		k := it.repo + "/" + it.uid
 		if i, ok := index[k]; ok {
 			repos[i].queued = repos[i].queued || it.queued
+			if !it.pred.IsAbsent() {
+				repos[i].pred = it.pred
+			}
 			return
 		}
 		index[k] = len(repos)
@@ -342,16 +369,47 @@ func (r *pass) scanRecords() ([]record, error) {
 		}
 		rec, err := ref.DecodeRepository(e.Value)
 		if err != nil {
-			return nil, fmt.Errorf("%w: repository record %s: %w", ErrRunFailed, name, err)
+			// Its incarnation is unknown, so nothing of this name is
+			// dropped this run; every other repository goes on.
+			r.skipRecord(kindRepository, keys.Graveler(), e.Key, name, err)
+			continue
 		}
 		out = append(out, record{name: name, rec: rec})
 	}
 	return out, nil
 }
 
+// skipRecord reports an undecodable record (once per pass) and, when owner
+// is not empty, keeps whatever may belong to that repository this pass.
+func (r *pass) skipRecord(kind string, part, key []byte, owner string, err error) {
+	if owner != "" {
+		r.unsure[owner] = true
+	}
+	id := string(part) + "\x00" + string(key)
+	if r.badRecords[id] {
+		return
+	}
+	r.badRecords[id] = true
+	r.sum.SkippedRecords++
+	skippedRecords.WithLabelValues(kind).Inc()
+	r.c.log.Error("cleaner: undecodable record skipped; what it may reference is kept until it is repaired or removed",
+		zap.String("kind", kind), zap.ByteString("partition", part), zap.ByteString("key", key), zap.Error(err))
+}
+
+// mayBeUnsure reports whether token may belong to a repository whose
+// references this pass could not read. Tokens are minted "<repo>.<id>"
+// (ref.Manager.NewStagingToken); one of another shape could be anyone's.
+func (r *pass) mayBeUnsure(tok string) bool {
+	if len(r.unsure) == 0 {
+		return false
+	}
+	i := strings.LastIndexByte(tok, '.')
+	return i <= 0 || r.unsure[tok[:i]]
+}
+
 // scanQueue reads graveler_deleted. Keys it cannot parse are reported and
 // left alone.
-func (r *pass) scanQueue() (repos []repoItem, tokens []string, err error) {
+func (r *pass) scanQueue() (repos []repoItem, tokens []tokenItem, err error) {
 	for e, err := range r.c.store.Scan(r.ctx, keys.Deleted(), kv.ScanOptions{}) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("%w: scan %s: %w", ErrRunFailed, keys.PartitionDeleted, err)
@@ -363,14 +421,14 @@ func (r *pass) scanQueue() (repos []repoItem, tokens []string, err error) {
 				r.fail(perr, "unparsable work item", zap.ByteString("key", e.Key))
 				continue
 			}
-			repos = append(repos, repoItem{repo: repo, uid: uid, queued: true})
+			repos = append(repos, repoItem{repo: repo, uid: uid, queued: true, pred: e.Predicate})
 		case strings.HasPrefix(string(e.Key), keys.TokensPrefix):
 			tok, perr := keys.ParseDeletedToken(e.Key)
 			if perr != nil {
 				r.fail(perr, "unparsable work item", zap.ByteString("key", e.Key))
 				continue
 			}
-			tokens = append(tokens, tok)
+			tokens = append(tokens, tokenItem{tok: tok, pred: e.Predicate})
 		default:
 			r.fail(errors.New("unknown prefix"), "unknown work item", zap.ByteString("key", e.Key))
 		}
@@ -391,7 +449,7 @@ func (r *pass) liveTokens() (map[string]bool, error) {
 			continue
 		}
 		part := keys.RepositoryPartition(rec.name, string(rec.rec.UniqueID))
-		if err := r.branchTokens(part, live); err != nil {
+		if err := r.branchTokens(part, rec.name, live); err != nil {
 			return nil, fmt.Errorf("%w: live tokens of repository %s: %w", ErrRunFailed, rec.name, err)
 		}
 	}
@@ -399,7 +457,9 @@ func (r *pass) liveTokens() (map[string]bool, error) {
 }
 
 // branchTokens adds to into the tokens of every branch in partition part.
-func (r *pass) branchTokens(part []byte, into map[string]bool) error {
+// An undecodable branch is reported and skipped; owner, when not empty,
+// names the repository whose other tokens must then be kept this pass.
+func (r *pass) branchTokens(part []byte, owner string, into map[string]bool) error {
 	for e, err := range r.c.store.Scan(r.ctx, part, kv.ScanOptions{Start: []byte(keys.BranchesPrefix)}) {
 		if err != nil {
 			return fmt.Errorf("scan branches of %s: %w", part, err)
@@ -409,7 +469,8 @@ func (r *pass) branchTokens(part []byte, into map[string]bool) error {
 		}
 		b, err := ref.DecodeBranch(e.Value)
 		if err != nil {
-			return fmt.Errorf("branch %q of %s: %w", e.Key, part, err)
+			r.skipRecord(kindBranch, part, e.Key, owner, err)
+			continue
 		}
 		if b.StagingToken != "" {
 			into[string(b.StagingToken)] = true
@@ -422,6 +483,7 @@ func (r *pass) branchTokens(part []byte, into map[string]bool) error {
 }
 
 // getRecord reads the record of repo; found is false when there is none.
+// An undecodable record is reported and returned as errUndecodable.
 func (r *pass) getRecord(repo string) (rec *graveler.Repository, found bool, err error) {
 	data, _, err := r.c.store.Get(r.ctx, keys.Graveler(), keys.Repository(repo))
 	if errors.Is(err, kv.ErrNotFound) {
@@ -432,15 +494,42 @@ func (r *pass) getRecord(repo string) (rec *graveler.Repository, found bool, err
 	}
 	rec, err = ref.DecodeRepository(data)
 	if err != nil {
-		return nil, false, err
+		r.skipRecord(kindRepository, keys.Graveler(), keys.Repository(repo), repo, err)
+		return nil, false, errUndecodable
 	}
 	return rec, true, nil
+}
+
+// errUndecodable: a record was reported by skipRecord; the work that
+// needed it waits for a later run.
+var errUndecodable = errors.New("cleaner: undecodable record")
+
+// removeItem removes a work item at the version the work list read. One
+// written again since (queued anew after its partitions were dropped)
+// stays for the next run: it reports false with no error.
+func (r *pass) removeItem(key []byte, pred kv.Predicate) (bool, error) {
+	// Conditional: the key is re-queued by anyone who retires or
+	// abandons the same incarnation, or deletes a branch with the token.
+	err := r.c.store.DeleteIf(r.ctx, keys.Deleted(), key, pred)
+	if errors.Is(err, kv.ErrPredicateFailed) {
+		r.c.log.Info("cleaner: work item queued again meanwhile; kept for the next run", zap.ByteString("key", key))
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	entriesRemovedTotal.Inc()
+	return true, nil
 }
 
 // drainRepo reclaims one deleted repository incarnation.
 func (r *pass) drainRepo(it repoItem, live map[string]bool) {
 	log := []zap.Field{zap.String("repository", it.repo), zap.String("unique_id", it.uid)}
 	rec, found, err := r.getRecord(it.repo)
+	if errors.Is(err, errUndecodable) {
+		r.sum.Skipped++ // cannot tell whether it names this incarnation
+		return
+	}
 	if err != nil {
 		r.fail(err, "read repository record", log...)
 		return
@@ -454,11 +543,16 @@ func (r *pass) drainRepo(it repoItem, live map[string]bool) {
 			// queues it again.
 			r.c.log.Warn("cleaner: work item names an active repository; removing the item only", log...)
 			if !r.c.cfg.DryRun {
-				if err := r.c.store.Delete(r.ctx, keys.Deleted(), keys.DeletedRepository(it.repo, it.uid)); err != nil {
+				// At the version read: a delete of the repository since
+				// then queued it again, and that entry is real work.
+				removed, err := r.removeItem(keys.DeletedRepository(it.repo, it.uid), it.pred)
+				if err != nil {
 					r.fail(err, "remove stale work item", log...)
 					return
 				}
-				entriesRemovedTotal.Inc()
+				if !removed {
+					return
+				}
 			}
 			r.sum.EntriesRemoved++
 			return
@@ -475,7 +569,9 @@ func (r *pass) drainRepo(it repoItem, live map[string]bool) {
 	}
 	part := keys.RepositoryPartition(it.repo, it.uid)
 	tokens := map[string]bool{}
-	if err := r.branchTokens(part, tokens); err != nil {
+	// A branch of this dead incarnation that does not decode is skipped:
+	// its tokens become orphans, which the sweep reclaims.
+	if err := r.branchTokens(part, "", tokens); err != nil {
 		r.fail(err, "collect tokens of deleted repository", log...)
 		return
 	}
@@ -500,20 +596,23 @@ func (r *pass) drainRepo(it repoItem, live map[string]bool) {
 		r.fail(err, "drop repository partition", log...)
 		return
 	}
+	removed := true
 	if it.queued && !r.c.cfg.DryRun {
-		if err := r.c.store.Delete(r.ctx, keys.Deleted(), keys.DeletedRepository(it.repo, it.uid)); err != nil {
+		if removed, err = r.removeItem(keys.DeletedRepository(it.repo, it.uid), it.pred); err != nil {
 			r.fail(err, "remove work item", log...)
 			return
 		}
-		entriesRemovedTotal.Inc()
 	}
-	r.sum.EntriesRemoved++
+	if removed {
+		r.sum.EntriesRemoved++
+	}
 	r.sum.RepositoriesReclaimed++
 	r.c.log.Info("cleaner: reclaimed deleted repository", append(log, zap.Int("tokens", len(tokens)))...)
 }
 
 // drainToken reclaims one consumed staging token.
-func (r *pass) drainToken(tok string, live map[string]bool) {
+func (r *pass) drainToken(it tokenItem, live map[string]bool) {
+	tok := it.tok
 	log := zap.String("token", tok)
 	if live[tok] {
 		// A branch delete that stopped between queueing and removing the
@@ -522,18 +621,26 @@ func (r *pass) drainToken(tok string, live map[string]bool) {
 		r.c.log.Warn("cleaner: queued token is still live; keeping it", log)
 		return
 	}
+	if r.mayBeUnsure(tok) {
+		r.sum.Skipped++
+		r.c.log.Warn("cleaner: queued token may belong to a branch that does not decode; keeping it", log)
+		return
+	}
 	if err := r.drop(keys.StagingPartition(tok), kindStaging, reasonDeleted); err != nil {
 		r.fail(err, "drop staging partition", log)
 		return
 	}
+	removed := true
 	if !r.c.cfg.DryRun {
-		if err := r.c.store.Delete(r.ctx, keys.Deleted(), keys.DeletedToken(tok)); err != nil {
+		var err error
+		if removed, err = r.removeItem(keys.DeletedToken(tok), it.pred); err != nil {
 			r.fail(err, "remove work item", log)
 			return
 		}
-		entriesRemovedTotal.Inc()
 	}
-	r.sum.EntriesRemoved++
+	if removed {
+		r.sum.EntriesRemoved++
+	}
 	r.sum.TokensReclaimed++
 }
 

@@ -17,7 +17,22 @@
 // Every step is idempotent and an entry is removed only after what it names
 // is gone, so a run that stops anywhere (crash, Config.Timeout,
 // Config.MaxKeys) is finished by the next one; a failure on one entry is
-// counted and the run moves on to the next.
+// counted and the run moves on to the next. Records read earlier are
+// removed only at the version read (kv.Store.DeleteIf): a work item queued
+// again while its partitions were being dropped (a create that wrote to
+// the partition late, then queued it) survives for the next run, and a
+// repository record retired through ref never removes a newer incarnation
+// that took the name meanwhile.
+//
+// An undecodable repository or branch record does not stop a run: it is
+// logged with its key, counted in graveler_cleaner_skipped_records_total
+// and Summary.SkippedRecords (once per run), and passed over. Whatever it
+// may reference is kept: for an undecodable repository record, every work
+// item and partition of that name; for an undecodable branch of a live
+// repository, every queued or orphan token minted for that repository
+// ("<repo>.<id>") and every token of another shape. A branch of a deleted
+// incarnation that does not decode is dropped with its partition; its
+// tokens are left to the sweep.
 //
 // Safety alongside gravelerd and other cleaners: nothing reachable from a
 // live repository is dropped. Before draining, a run reads the work list and
@@ -40,9 +55,10 @@
 // (in --once mode such partitions are therefore never swept).
 //
 // Orphan discovery needs more than kv.Store: a PartitionLister, probed on
-// the store or given in Config.Lister. NewEtcdLister lists etcd keys under
-// the root prefix with keys-only ranges that skip from one partition to the
-// next; NewMemoryLister lists a kv.MemoryStore's partitions.
+// the store or given in Config.Lister. *etcdkv.Store is one (keys-only
+// ranges that skip from one partition to the next; NewEtcdLister makes one
+// from a client and a root prefix); NewMemoryLister lists a
+// kv.MemoryStore's partitions.
 //
 // Modes: RunOnce does one bounded pass and returns a Summary (what was
 // reclaimed, or with Config.DryRun what would be, counted the same way).
@@ -53,7 +69,8 @@
 // goroutines. The store stays owned by the caller.
 //
 // Errors: RunOnce returns an error (wrapping ErrRunFailed) when a pass could
-// not read what it needs to decide safely (records, the work list, live
-// tokens); failures on single entries are counted in Summary.Errors and
-// described in Summary.Failures, and the pass continues.
+// not read what it needs to decide safely (a failed scan of the records,
+// the work list or live tokens); failures on single entries are counted in
+// Summary.Errors and described in Summary.Failures, and the pass
+// continues.
 package cleaner

@@ -211,16 +211,42 @@ func (w *world) reachable() (records, repoParts, tokens map[string]bool) {
 	return records, repoParts, tokens
 }
 
-// etcdKeys reads every key under root straight from etcd.
-func etcdKeys(t testing.TB, cli *clientv3.Client, root string) []string {
+// rawEntry is one key read straight from etcd: Key is "partition/key",
+// decoded as etcdkv stores them, or "?" and the raw key when no partition
+// can hold it.
+type rawEntry struct {
+	Key   string
+	Value []byte
+}
+
+// etcdEntries reads every key under root straight from etcd.
+func etcdEntries(t testing.TB, cli *clientv3.Client, root string) []rawEntry {
 	t.Helper()
-	resp, err := cli.Get(context.Background(), root+"/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	s, err := etcdkv.NewFromClient(cli, etcdkv.Config{Prefix: root})
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := make([]string, len(resp.Kvs))
-	for i, kv := range resp.Kvs {
-		out[i] = strings.TrimPrefix(string(kv.Key), root+"/")
+	resp, err := cli.Get(context.Background(), s.Prefix()+"/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]rawEntry, len(resp.Kvs))
+	for i, e := range resp.Kvs {
+		out[i] = rawEntry{Key: "?" + string(e.Key), Value: e.Value}
+		if part, key, ok := s.ParseRawKey(e.Key); ok {
+			out[i].Key = string(part) + "/" + string(key)
+		}
+	}
+	return out
+}
+
+// etcdKeys lists every key under root straight from etcd, as
+// "partition/key" (see etcdEntries), in etcd's order.
+func etcdKeys(t testing.TB, cli *clientv3.Client, root string) []string {
+	t.Helper()
+	var out []string
+	for _, e := range etcdEntries(t, cli, root) {
+		out = append(out, e.Key)
 	}
 	return out
 }
@@ -314,10 +340,11 @@ func cloneMemory(t testing.TB, src *kv.MemoryStore) *kv.MemoryStore {
 	return dst
 }
 
-// newEtcd returns a store on a fresh embedded etcd, its raw client and a lister.
-func newEtcd(t testing.TB) (*etcdkv.Store, *clientv3.Client, *cleaner.EtcdLister) {
+// newEtcd returns a store on a fresh embedded etcd, its raw client and
+// its partition lister (the store itself).
+func newEtcd(t testing.TB) (*etcdkv.Store, *clientv3.Client, *etcdkv.Store) {
 	t.Helper()
 	srv := etcdkvtest.NewServer(t)
 	s := etcdkvtest.NewStoreOn(t, srv, etcdkv.Config{})
-	return s, srv.Client, cleaner.NewEtcdLister(s.Client(), s.Prefix())
+	return s, srv.Client, s
 }

@@ -6,8 +6,15 @@ import (
 	"testing"
 
 	"graveler/cleaner"
+	"graveler/etcdkv"
 	"graveler/keys"
 	"graveler/kv"
+)
+
+// The etcd store is the lister and counter the cleaner uses on etcd.
+var (
+	_ cleaner.PartitionLister  = (*etcdkv.Store)(nil)
+	_ cleaner.PartitionCounter = (*etcdkv.Store)(nil)
 )
 
 // TestListers: both listers name each partition once, whatever
@@ -16,6 +23,7 @@ func TestListers(t *testing.T) {
 	parts := [][]byte{
 		keys.StagingPartition("a"), keys.StagingPartition("a-b"), keys.StagingPartition("a.b"),
 		keys.StagingPartition("a0"), keys.StagingPartition("ab"), keys.StagingPartition("b"),
+		[]byte("staging/a/b"), []byte("staging/a/b/c"),
 		keys.RepositoryPartition("repo", "x1"), keys.RepositoryPartition("repo-two", "y2"),
 		keys.Graveler(), keys.Deleted(),
 	}
@@ -30,9 +38,12 @@ func TestListers(t *testing.T) {
 	}
 	etcdStore, cli, etcdLister := newEtcd(t)
 	fill(etcdStore)
-	// A stray key right under a prefix is no partition.
-	if _, err := cli.Put(t.Context(), etcdStore.Prefix()+"/staging/", "x"); err != nil {
-		t.Fatal(err)
+	// Stray keys no partition can hold are stepped over: one right under
+	// the root, one whose element decodes to an invalid name.
+	for _, k := range []string{"/staging:stray", "/staging:/k", "/staging:a::b/k"} {
+		if _, err := cli.Put(t.Context(), etcdStore.Prefix()+k, "x"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	mem := kv.NewMemoryStore()
 	fill(mem)

@@ -8,6 +8,7 @@ import (
 const (
 	kindStaging    = "staging"
 	kindRepository = "repository"
+	kindBranch     = "branch"
 	reasonDeleted  = "deleted"
 	reasonOrphan   = "orphan"
 )
@@ -38,6 +39,10 @@ var (
 		Name: "graveler_cleaner_repositories_retired_total",
 		Help: "Repository records (deleting, or initial past the creation timeout) retired by the cleaner.",
 	})
+	skippedRecords = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "graveler_cleaner_skipped_records_total",
+		Help: "Repository and branch records the cleaner could not decode and passed over, by kind (repository, branch); each counts once per pass. Whatever such a record may reference is kept.",
+	}, []string{"kind"})
 	errorsTotal = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "graveler_cleaner_errors_total",
 		Help: "Cleaner steps that failed and are retried by the next pass.",

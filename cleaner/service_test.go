@@ -286,11 +286,7 @@ func liveIDs(t testing.TB, g *graveler.Graveler, live map[graveler.RepositoryID]
 // each reachable staging partition.
 func unreachableInEtcd(t testing.TB, cli *clientv3.Client, root string, live map[string]string) (stray []string, perToken map[string]int) {
 	t.Helper()
-	root = strings.TrimSuffix(root, "/") + "/"
-	resp, err := cli.Get(context.Background(), root, clientv3.WithPrefix())
-	if err != nil {
-		t.Fatal(err)
-	}
+	entries := etcdEntries(t, cli, root)
 	livePart := map[string]bool{}
 	for name, uid := range live {
 		livePart[string(keys.RepositoryPartition(name, uid))] = true
@@ -299,8 +295,8 @@ func unreachableInEtcd(t testing.TB, cli *clientv3.Client, root string, live map
 	tokens := map[string]bool{}
 	var staged []string
 	seenRecord := map[string]bool{}
-	for _, e := range resp.Kvs {
-		k := strings.TrimPrefix(string(e.Key), root)
+	for _, e := range entries {
+		k := e.Key
 		switch {
 		case strings.HasPrefix(k, records):
 			name := strings.TrimPrefix(k, records)

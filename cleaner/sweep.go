@@ -47,14 +47,18 @@ func (r *pass) sweep() error {
 	// 4. Branches of referenced partitions: a queued repository's tokens are
 	// the drain's to drop, so they count as referenced here too.
 	refTokens := map[string]bool{}
-	for _, tok := range queuedTokens {
-		refTokens[tok] = true
+	for _, it := range queuedTokens {
+		refTokens[it.tok] = true
 	}
 	for _, p := range slices.Sorted(maps.Keys(refParts)) {
 		if r.dropped[p] {
 			continue
 		}
-		if err := r.branchTokens([]byte(p), refTokens); err != nil {
+		owner, _, err := keys.ParseRepositoryPartition([]byte(p))
+		if err != nil {
+			return fmt.Errorf("%w: sweep: %w", ErrRunFailed, err)
+		}
+		if err := r.branchTokens([]byte(p), owner, refTokens); err != nil {
 			return fmt.Errorf("%w: sweep: %w", ErrRunFailed, err)
 		}
 	}
@@ -65,9 +69,14 @@ func (r *pass) sweep() error {
 			continue
 		}
 		candidates[p] = true
-		_, uid, err := keys.ParseRepositoryPartition([]byte(p))
+		name, uid, err := keys.ParseRepositoryPartition([]byte(p))
 		if err != nil {
 			r.fail(err, "unparsable repository partition", zap.String("partition", p))
+			continue
+		}
+		if r.unsure[name] {
+			// Its record does not decode: this may be the live incarnation.
+			r.sum.Skipped++
 			continue
 		}
 		if !r.oldEnough(p, uid, now) {
@@ -98,6 +107,10 @@ func (r *pass) sweep() error {
 			continue
 		}
 		if refTokens[tok] {
+			continue
+		}
+		if r.mayBeUnsure(tok) {
+			r.sum.Skipped++
 			continue
 		}
 		candidates[p] = true

@@ -1,10 +1,22 @@
 // Package etcdkv implements kv.Store on etcd (go.etcd.io/etcd/client/v3).
 //
 // Mapping (DESIGN.md, "kv.Store"): a partition is the key prefix
-// <root>/<partition>/ under a configurable root (default /graveler); an
-// entry's key follows raw, so etcd's byte order is the entries' order. The
-// predicate of a value is its ModRevision; SetIf is one Txn comparing
-// ModRevision (or CreateRevision == 0 for kv.Absent).
+// <root>/<element>/ under a configurable root (default /graveler), where
+// the element is the partition's name with every '/' written as ':'
+// (PartitionElement): no partition name holds a ':', and an element holds
+// no '/', so the first '/' after the root ends the partition and no
+// partition's keys fall under another's prefix, whatever the names. An
+// entry's key follows raw, so etcd's byte order is the entries' order.
+// RawKey, RawPrefix and ParseRawKey convert for tools that read etcd
+// directly; ListPartitions and CountPartition serve the cleaner's sweep.
+// The predicate of a value is its ModRevision; SetIf and DeleteIf are one
+// Txn comparing ModRevision (or CreateRevision == 0 for kv.Absent).
+//
+// Format note (key format 2): format 1 wrote <root>/<partition>/<key>
+// with the partition's '/' kept, so partitions "x" and "x/y" could share
+// keys. Keys written in format 1 under partitions whose names hold a '/'
+// (repo/..., staging/...) are not read, migrated or dropped by this
+// version: start it on an empty root prefix.
 //
 // Scan reads a whole partition at one pinned revision through etcd 3.7's
 // RangeStream, which reads in chunks without counting the rest of the range
@@ -13,23 +25,43 @@
 // the scan resumes after the last key returned, at the current revision. On
 // servers without RangeStream it falls back to paged Ranges.
 //
+// A stopped member: each attempt of a request is bounded by
+// Config.RequestTimeout (each chunk of a scan, each page or chunk of a
+// drop). A read that runs out is sent again (three attempts at most) and
+// the balancer picks another member for it; a write that runs out is
+// settled as ambiguous (below). An attempt that runs out also has every
+// member asked for its status over a connection of its own: members that
+// do not answer, or know no leader, are taken out of the client's
+// endpoints and put back once they answer, so later requests stop
+// meeting them at all. Keepalive (Config.DialKeepAliveTime) closes the
+// silent connection later.
+//
 // Ambiguous writes: when a write fails after it may have reached etcd (a
 // timeout, a lost leader, a broken connection), the store settles the
-// outcome before answering. SetIf re-sends the same guarded Txn with an Else
-// branch that reads the key: success means the first attempt had not
-// applied; a failed compare that finds our exact value at a newer revision
-// means it had (values written by graveler carry unique content such as
-// fresh staging tokens, so an identical value from another writer leaves the
-// store in the state the caller asked for). Set and Delete are idempotent and
-// are simply re-sent. Only when settling keeps failing does the caller see
-// kv.ErrAmbiguous.
+// outcome before answering. Set, Delete and SetAndRead are unconditional,
+// so they are simply re-sent: whichever attempts applied, the re-send
+// that succeeds leaves the key as the caller asked. SetIf and DeleteIf
+// re-send the same guarded Txn with an Else branch that reads the key:
+// success means this attempt applied. A failed guard means the key moved
+// on, through the first attempt or another writer, and the key's history
+// (an etcd watch from the guarded version) decides: a SetIf applied iff
+// the first change after its predicate put its value (for kv.Absent: a
+// creation of the key with its value after a revision the store had seen
+// before sending); a DeleteIf counts as applied iff a deletion ended the
+// version it named. Values therefore identify a SetIf's attempt (see
+// kv.Store.SetIf). When that history is compacted, or settling keeps
+// failing, the caller sees kv.ErrAmbiguous, never a guess.
 //
 // Concurrency: a Store is safe for concurrent use. Close closes the etcd
 // client if the Store dialed it (New), not if it was given one
-// (NewFromClient).
+// (NewFromClient); only a Store that dialed several endpoints takes
+// members out of the rotation, from one goroutine at a time that Close
+// stops.
 //
 // Errors: the kv sentinels. etcd's NOSPACE alarm is kv.ErrQuotaExceeded;
 // oversized requests are rejected before sending with kv.ErrKeyTooLarge or
 // kv.ErrValueTooLarge naming the size and the limit; an unreachable cluster
-// on a read is kv.ErrUnavailable.
+// on a read, or a read whose every attempt ran out, is kv.ErrUnavailable.
+// A write whose context had ended before it was sent returns the
+// context's error and was not applied.
 package etcdkv

@@ -33,6 +33,14 @@ var (
 		Name: "graveler_kv_scan_restarts_total",
 		Help: "Scans resumed at the current revision because their pinned revision was compacted.",
 	})
+	attemptTimeouts = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "graveler_kv_attempt_timeouts_total",
+		Help: "etcd request attempts abandoned after the per-attempt request timeout (reads are sent again, writes settled).",
+	})
+	membersOut = promauto.NewGauge(prometheus.GaugeOpts{
+		Name: "graveler_kv_etcd_members_out",
+		Help: "etcd endpoints taken out of the client's rotation because the member stopped answering (put back once it answers).",
+	})
 	keysDropped = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "graveler_kv_partition_keys_dropped_total",
 		Help: "Keys deleted by partition drops.",

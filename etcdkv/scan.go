@@ -53,17 +53,20 @@ func (s *Store) Scan(ctx context.Context, partition []byte, opts kv.ScanOptions)
 
 // rangeIter walks [from, end) at a revision pinned by the first read,
 // resuming after the last key at the current revision when that revision is
-// compacted. Errors are mapped to kv sentinels.
+// compacted, or when a chunk is not answered within Config.RequestTimeout
+// (the member serving it may be stopped; the resumed walk can land on
+// another). Errors are mapped to kv sentinels.
 func (s *Store) rangeIter(ctx context.Context, from, end string, keysOnly bool) iter.Seq2[*mvccpb.KeyValue, error] {
 	return func(yield func(*mvccpb.KeyValue, error) bool) {
 		var last []byte
+		stalls := 0
 		for restarts := 0; ; restarts++ {
 			if last != nil {
 				from = string(last) + "\x00"
 			}
-			var stopped bool
+			var stopped, progressed bool
 			emit := func(e *mvccpb.KeyValue) bool {
-				last = e.Key
+				last, progressed = e.Key, true
 				if !yield(e, nil) {
 					stopped = true
 					return false
@@ -81,6 +84,13 @@ func (s *Store) rangeIter(ctx context.Context, from, end string, keysOnly bool) 
 			}
 			if isCompacted(err) && restarts < 100 {
 				scanRestarts.Inc()
+				continue
+			}
+			if progressed {
+				stalls = 0
+			}
+			if errors.Is(err, errAttemptTimeout) && ctx.Err() == nil && stalls < readAttempts-1 {
+				stalls++
 				continue
 			}
 			yield(nil, readErr(ctx, "range", err))
@@ -113,10 +123,33 @@ func (s *Store) rangeStream(ctx context.Context, from, end string, keysOnly bool
 		for range ch {
 		}
 	}()
+	// Each chunk is one attempt: the wait for it, not the time the caller
+	// spends on the previous one, is bounded by Config.RequestTimeout.
+	var timer *time.Timer
+	var expired <-chan time.Time
+	if s.cfg.RequestTimeout > 0 {
+		timer = time.NewTimer(s.cfg.RequestTimeout)
+		defer timer.Stop()
+		expired = timer.C
+	}
 	got := false
-	for r := range ch {
+	for {
+		var r clientv3.RangeStreamResponse
+		var ok bool
+		select {
+		case r, ok = <-ch:
+		case <-expired:
+			s.attemptAbandoned()
+			return fmt.Errorf("%w: a scan chunk from %q", errAttemptTimeout, from)
+		}
+		if !ok {
+			return nil
+		}
 		if err := r.Err(); err != nil {
 			return s.streamFallback(ctx, err, from, end, keysOnly, emit, got)
+		}
+		if r.RangeResponse != nil {
+			s.saw(r.Header)
 		}
 		for _, e := range r.Kvs {
 			got = true
@@ -124,8 +157,10 @@ func (s *Store) rangeStream(ctx context.Context, from, end string, keysOnly bool
 				return nil
 			}
 		}
+		if timer != nil {
+			timer.Reset(s.cfg.RequestTimeout)
+		}
 	}
-	return nil
 }
 
 // streamFallback switches to paged ranges when the server has no RangeStream
@@ -149,10 +184,16 @@ func (s *Store) rangePaged(ctx context.Context, from, end string, keysOnly bool,
 		if keysOnly {
 			opts = append(opts, clientv3.WithKeysOnly())
 		}
-		resp, err := s.cli.Get(ctx, from, opts...)
+		var resp *clientv3.GetResponse
+		err := s.read(ctx, func(c context.Context) error {
+			var err error
+			resp, err = s.cli.Get(c, from, opts...)
+			return err
+		})
 		if err != nil {
 			return err
 		}
+		s.saw(resp.Header)
 		if rev == 0 {
 			rev = resp.Header.Revision
 		}
@@ -217,7 +258,13 @@ func (s *Store) dropPartition(ctx context.Context, partition []byte) (int64, err
 			}
 		}
 		if n > 0 {
-			resp, err := s.cli.Delete(ctx, from, clientv3.WithRange(string(last)+"\x00"))
+			var resp *clientv3.DeleteResponse
+			err := s.write(ctx, func(c context.Context) error {
+				var err error
+				// Partition drop: the partition's owner (a retired incarnation or token) is unreachable, so nobody re-creates its keys.
+				resp, err = s.cli.Delete(c, from, clientv3.WithRange(string(last)+"\x00"))
+				return err
+			})
 			if err != nil {
 				// Deleting a range is idempotent: the next pass re-reads what is left.
 				if maybeApplied(ctx, err) && ctx.Err() == nil {
@@ -225,6 +272,7 @@ func (s *Store) dropPartition(ctx context.Context, partition []byte) (int64, err
 				}
 				return total, writeErr(ctx, fmt.Sprintf("drop partition %q", partition), err)
 			}
+			s.saw(resp.Header)
 			total += resp.Deleted
 			keysDropped.Add(float64(resp.Deleted))
 			if afterDropChunk != nil {

@@ -14,53 +14,285 @@ import (
 	"graveler/kv"
 )
 
-// The three outcomes of an ambiguous SetIf: the first attempt had applied,
-// had not applied, or lost to another writer.
-func TestSettleAmbiguousSetIf(t *testing.T) {
-	ctx := context.Background()
-	s := etcdkvtest.NewStore(t)
-	part := []byte("settle")
-	if err := s.Set(ctx, part, []byte("k"), []byte("v0")); err != nil {
+// settleCase is one history of a key around an ambiguous write: setup
+// makes the history (possibly running the "first attempt" itself), then
+// settling must report want (nil: applied) and leave the key at value
+// (absent when value is "").
+type settleCase struct {
+	name  string
+	setup func(t *testing.T, f *settleFixture)
+	want  error
+	value string
+}
+
+type settleFixture struct {
+	srv       *etcdkvtest.Server
+	s         *etcdkv.Store
+	part, key []byte
+	pred      kv.Predicate // the version the write is guarded by
+	sentAfter int64        // the revision bound of the first attempt
+}
+
+func (f *settleFixture) set(t *testing.T, v string) {
+	t.Helper()
+	if err := f.s.Set(t.Context(), f.part, f.key, []byte(v)); err != nil {
 		t.Fatal(err)
 	}
-	_, pred, err := s.Get(ctx, part, []byte("k"))
+}
+
+func (f *settleFixture) del(t *testing.T) {
+	t.Helper()
+	if err := f.s.Delete(t.Context(), f.part, f.key); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// read sets pred to the key's current version.
+func (f *settleFixture) read(t *testing.T) {
+	t.Helper()
+	_, p, err := f.s.Get(t.Context(), f.part, f.key)
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.pred = p
+}
 
-	// Not applied: settling applies it now.
-	if err := s.SettleSetIfForTest(ctx, part, []byte("k"), []byte("v1"), pred); err != nil {
-		t.Fatalf("not applied: %v", err)
+// send notes the revision bound a write sent now would record.
+func (f *settleFixture) send(t *testing.T) {
+	t.Helper()
+	// A read first, so that the bound is the current revision.
+	_, _, _ = f.s.Get(t.Context(), f.part, []byte("-"))
+	f.sentAfter = f.s.SentAfterForTest()
+	if f.sentAfter == 0 {
+		t.Fatal("the store has seen no revision")
 	}
-	v, pred1, _ := s.Get(ctx, part, []byte("k"))
-	if string(v) != "v1" {
-		t.Fatalf("got %q", v)
-	}
+}
 
-	// Applied: the key holds our value at a newer revision; settling reports
-	// success without writing again.
-	if err := s.SettleSetIfForTest(ctx, part, []byte("k"), []byte("v1"), pred); err != nil {
-		t.Fatalf("applied: %v", err)
-	}
-	if _, p2, _ := s.Get(ctx, part, []byte("k")); p2 != pred1 {
-		t.Fatalf("settling an applied write wrote again: %v -> %v", pred1, p2)
-	}
-
-	// Lost: another writer's value is there.
-	if err := s.Set(ctx, part, []byte("k"), []byte("theirs")); err != nil {
+// compact compacts away every revision before the current one.
+func (f *settleFixture) compact(t *testing.T) {
+	t.Helper()
+	resp, err := f.srv.Client.Get(t.Context(), "any")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SettleSetIfForTest(ctx, part, []byte("k"), []byte("v2"), pred1); !errors.Is(err, kv.ErrPredicateFailed) {
-		t.Fatalf("lost: want ErrPredicateFailed, got %v", err)
-	}
-
-	// Create-if-absent that had applied.
-	if err := s.SetIf(ctx, part, []byte("new"), []byte("mine"), kv.Absent); err != nil {
+	if _, err := f.srv.Client.Compact(t.Context(), resp.Header.Revision); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SettleSetIfForTest(ctx, part, []byte("new"), []byte("mine"), kv.Absent); err != nil {
-		t.Fatalf("absent, applied: %v", err)
+}
+
+func runSettleCases(t *testing.T, cases []settleCase, settle func(t *testing.T, f *settleFixture) error) {
+	srv := etcdkvtest.NewServer(t)
+	s := etcdkvtest.NewStoreOn(t, srv, etcdkv.Config{})
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := &settleFixture{srv: srv, s: s, part: fmt.Appendf(nil, "settle%d", i), key: []byte("k")}
+			c.setup(t, f)
+			before, beforePred, beforeErr := s.Get(t.Context(), f.part, f.key)
+			err := settle(t, f)
+			switch {
+			case c.want == nil && err != nil:
+				t.Fatalf("settling: %v, want applied", err)
+			case c.want != nil && !errors.Is(err, c.want):
+				t.Fatalf("settling: %v, want %v", err, c.want)
+			case errors.Is(err, kv.ErrAmbiguous) && errors.Is(err, kv.ErrPredicateFailed):
+				t.Fatalf("settling: %v is both ambiguous and a failed predicate", err)
+			}
+			v, p, gerr := s.Get(t.Context(), f.part, f.key)
+			switch {
+			case c.value == "" && !errors.Is(gerr, kv.ErrNotFound):
+				t.Fatalf("after settling: %q %v, want the key missing", v, gerr)
+			case c.value != "" && (gerr != nil || string(v) != c.value):
+				t.Fatalf("after settling: %q %v, want %q", v, gerr, c.value)
+			}
+			// Settling writes only when its re-send applies.
+			if err != nil && (p != beforePred || (beforeErr == nil) != (gerr == nil)) {
+				t.Fatalf("settling that did not apply changed the key: %q %v -> %q %v", before, beforePred, v, p)
+			}
+		})
 	}
+}
+
+// TestSettleSetIf: an ambiguous SetIf is reported as what happened,
+// decided from the key's history, whatever other writers did after the
+// first attempt.
+func TestSettleSetIf(t *testing.T) {
+	ctx := context.Background()
+	setIf := func(t *testing.T, f *settleFixture, v string) {
+		t.Helper()
+		if err := f.s.SetIf(ctx, f.part, f.key, []byte(v), f.pred); err != nil {
+			t.Fatalf("first attempt: %v", err)
+		}
+	}
+	cases := []settleCase{
+		{name: "not applied, unchanged: applied now", value: "mine", setup: func(t *testing.T, f *settleFixture) {
+			f.set(t, "v0")
+			f.read(t)
+			f.send(t)
+		}},
+		{name: "applied, unchanged", value: "mine", setup: func(t *testing.T, f *settleFixture) {
+			f.set(t, "v0")
+			f.read(t)
+			f.send(t)
+			setIf(t, f, "mine")
+		}},
+		{name: "applied, then overwritten", value: "theirs", setup: func(t *testing.T, f *settleFixture) {
+			f.set(t, "v0")
+			f.read(t)
+			f.send(t)
+			setIf(t, f, "mine")
+			f.set(t, "theirs")
+		}},
+		{name: "applied, then deleted", value: "", setup: func(t *testing.T, f *settleFixture) {
+			f.set(t, "v0")
+			f.read(t)
+			f.send(t)
+			setIf(t, f, "mine")
+			f.del(t)
+		}},
+		{name: "not applied, another writer won", want: kv.ErrPredicateFailed, value: "theirs", setup: func(t *testing.T, f *settleFixture) {
+			f.set(t, "v0")
+			f.read(t)
+			f.send(t)
+			f.set(t, "theirs")
+		}},
+		{name: "not applied, another writer won then wrote ours", want: kv.ErrPredicateFailed, value: "mine", setup: func(t *testing.T, f *settleFixture) {
+			f.set(t, "v0")
+			f.read(t)
+			f.send(t)
+			f.set(t, "theirs")
+			f.set(t, "mine")
+		}},
+		{name: "not applied, deleted by another", want: kv.ErrPredicateFailed, value: "", setup: func(t *testing.T, f *settleFixture) {
+			f.set(t, "v0")
+			f.read(t)
+			f.send(t)
+			f.del(t)
+		}},
+		{name: "predicate of no version of the key", want: kv.ErrPredicateFailed, value: "", setup: func(t *testing.T, f *settleFixture) {
+			if err := f.s.Set(ctx, f.part, []byte("other"), []byte("o")); err != nil {
+				t.Fatal(err)
+			}
+			_, p, err := f.s.Get(ctx, f.part, []byte("other"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.pred = p
+			f.send(t)
+		}},
+		{name: "history compacted", want: kv.ErrAmbiguous, value: "theirs", setup: func(t *testing.T, f *settleFixture) {
+			f.set(t, "v0")
+			f.read(t)
+			f.send(t)
+			setIf(t, f, "mine")
+			f.set(t, "theirs")
+			f.compact(t)
+		}},
+		{name: "absent: not applied, still missing: applied now", value: "mine", setup: func(t *testing.T, f *settleFixture) {
+			f.send(t)
+		}},
+		{name: "absent: applied, unchanged", value: "mine", setup: func(t *testing.T, f *settleFixture) {
+			f.send(t)
+			setIf(t, f, "mine")
+		}},
+		{name: "absent: applied, then overwritten", value: "theirs", setup: func(t *testing.T, f *settleFixture) {
+			f.send(t)
+			setIf(t, f, "mine")
+			f.set(t, "theirs")
+		}},
+		{name: "absent: applied, then deleted and re-created", value: "theirs", setup: func(t *testing.T, f *settleFixture) {
+			f.send(t)
+			setIf(t, f, "mine")
+			f.del(t)
+			f.set(t, "theirs")
+		}},
+		{name: "absent: another writer created it", want: kv.ErrPredicateFailed, value: "theirs", setup: func(t *testing.T, f *settleFixture) {
+			f.send(t)
+			f.set(t, "theirs")
+		}},
+		{name: "absent: another writer created it, then wrote ours", want: kv.ErrPredicateFailed, value: "mine", setup: func(t *testing.T, f *settleFixture) {
+			f.send(t)
+			f.set(t, "theirs")
+			f.set(t, "mine")
+		}},
+		{name: "absent: it existed before the attempt", want: kv.ErrPredicateFailed, value: "mine", setup: func(t *testing.T, f *settleFixture) {
+			f.set(t, "mine")
+			f.send(t)
+		}},
+		{name: "absent: history compacted", want: kv.ErrAmbiguous, value: "theirs", setup: func(t *testing.T, f *settleFixture) {
+			f.send(t)
+			setIf(t, f, "mine")
+			f.del(t)
+			f.set(t, "theirs")
+			f.compact(t)
+		}},
+	}
+	runSettleCases(t, cases, func(t *testing.T, f *settleFixture) error {
+		return f.s.SettleSetIfForTest(ctx, f.part, f.key, []byte("mine"), f.pred, f.sentAfter)
+	})
+}
+
+// TestSettleDeleteIf: an ambiguous DeleteIf is applied when a deletion
+// ended the version it was guarded by, and failed when a write did.
+func TestSettleDeleteIf(t *testing.T) {
+	ctx := context.Background()
+	deleteIf := func(t *testing.T, f *settleFixture) {
+		t.Helper()
+		if err := f.s.DeleteIf(ctx, f.part, f.key, f.pred); err != nil {
+			t.Fatalf("first attempt: %v", err)
+		}
+	}
+	cases := []settleCase{
+		{name: "not applied, unchanged: applied now", value: "", setup: func(t *testing.T, f *settleFixture) {
+			f.set(t, "v0")
+			f.read(t)
+		}},
+		{name: "applied", value: "", setup: func(t *testing.T, f *settleFixture) {
+			f.set(t, "v0")
+			f.read(t)
+			deleteIf(t, f)
+		}},
+		{name: "applied, then re-created", value: "new", setup: func(t *testing.T, f *settleFixture) {
+			f.set(t, "v0")
+			f.read(t)
+			deleteIf(t, f)
+			f.set(t, "new")
+		}},
+		{name: "deleted by another", value: "", setup: func(t *testing.T, f *settleFixture) {
+			f.set(t, "v0")
+			f.read(t)
+			f.del(t)
+		}},
+		{name: "not applied, another writer changed it", want: kv.ErrPredicateFailed, value: "theirs", setup: func(t *testing.T, f *settleFixture) {
+			f.set(t, "v0")
+			f.read(t)
+			f.set(t, "theirs")
+		}},
+		{name: "not applied, changed then deleted by another", want: kv.ErrPredicateFailed, value: "", setup: func(t *testing.T, f *settleFixture) {
+			f.set(t, "v0")
+			f.read(t)
+			f.set(t, "theirs")
+			f.del(t)
+		}},
+		{name: "predicate of no version of the key", want: kv.ErrPredicateFailed, value: "", setup: func(t *testing.T, f *settleFixture) {
+			if err := f.s.Set(ctx, f.part, []byte("other"), []byte("o")); err != nil {
+				t.Fatal(err)
+			}
+			_, p, err := f.s.Get(ctx, f.part, []byte("other"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.pred = p
+		}},
+		{name: "history compacted", want: kv.ErrAmbiguous, value: "theirs", setup: func(t *testing.T, f *settleFixture) {
+			f.set(t, "v0")
+			f.read(t)
+			f.set(t, "theirs")
+			f.compact(t)
+		}},
+	}
+	runSettleCases(t, cases, func(t *testing.T, f *settleFixture) error {
+		return f.s.SettleDeleteIfForTest(ctx, f.part, f.key, f.pred)
+	})
 }
 
 // Writes against a stopped cluster report an outcome the caller can act on:

@@ -26,6 +26,13 @@ import (
 // DefaultPrefix is the root under which every partition lives.
 const DefaultPrefix = "/graveler"
 
+// Defaults of Config's request bounds.
+const (
+	DefaultRequestTimeout       = 2 * time.Second
+	DefaultDialKeepAliveTime    = 10 * time.Second
+	DefaultDialKeepAliveTimeout = time.Second
+)
+
 // TLSConfig names PEM files for the client's TLS.
 type TLSConfig struct {
 	CAFile   string
@@ -52,7 +59,28 @@ type Config struct {
 	SettleAttempts int
 	// SettleTimeout bounds each settling attempt (default 2s).
 	SettleTimeout time.Duration
-	Logger        *zap.Logger
+	// DialKeepAliveTime is how long a connection with requests in flight
+	// may stay silent before the client pings the member (default 10s,
+	// the least gRPC allows: it raises smaller values to 10s; negative:
+	// no pings). With DialKeepAliveTimeout it bounds how long a
+	// connection to a stopped member (SIGSTOP, a hung host: the
+	// connection stays open, nothing answers) is kept before it is
+	// closed. RequestTimeout, much shorter, bounds each request meanwhile,
+	// and members that stop answering are taken out of the rotation
+	// until they answer again (see the package doc).
+	DialKeepAliveTime time.Duration
+	// DialKeepAliveTimeout is how long a ping may go unanswered before the
+	// connection is closed (default 1s).
+	DialKeepAliveTimeout time.Duration
+	// RequestTimeout bounds each attempt of one etcd request, below the
+	// caller's deadline (default 2s; negative: only the caller's
+	// deadline). A read whose attempt runs out is sent again, up to
+	// three attempts, so that it can reach a healthy member; a write
+	// whose attempt runs out is settled like any other write whose
+	// outcome is unknown, never sent again blindly. Each page or chunk of
+	// a scan or a partition drop is one attempt.
+	RequestTimeout time.Duration
+	Logger         *zap.Logger
 }
 
 func (c *Config) defaults() error {
@@ -78,6 +106,15 @@ func (c *Config) defaults() error {
 	if c.SettleTimeout <= 0 {
 		c.SettleTimeout = 2 * time.Second
 	}
+	if c.DialKeepAliveTime == 0 {
+		c.DialKeepAliveTime = DefaultDialKeepAliveTime
+	}
+	if c.DialKeepAliveTimeout <= 0 {
+		c.DialKeepAliveTimeout = DefaultDialKeepAliveTimeout
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = DefaultRequestTimeout
+	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
@@ -92,6 +129,14 @@ type Store struct {
 	closed  atomic.Bool
 	// noStream is set once a server answers RangeStream with Unimplemented.
 	noStream atomic.Bool
+	// maxRev is the highest revision named by a response header this
+	// store has seen: a write sent after reading it is applied, if at
+	// all, at a later revision, which bounds the history that settling
+	// an ambiguous create must search.
+	maxRev atomic.Int64
+	// members takes members that stop answering out of the endpoints (nil
+	// with a single endpoint or a client the store did not dial).
+	members *memberGuard
 }
 
 var (
@@ -120,6 +165,13 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		MaxCallSendMsgSize: 2 << 20,
 		MaxCallRecvMsgSize: 64 << 20,
 	}
+	if cfg.DialKeepAliveTime > 0 {
+		// Pings only while requests are in flight, the time a silent
+		// member costs something: etcd refuses pings on idle
+		// connections (its enforcement policy does not permit them
+		// without streams) by closing the connection after three.
+		cc.DialKeepAliveTime, cc.DialKeepAliveTimeout = cfg.DialKeepAliveTime, cfg.DialKeepAliveTimeout
+	}
 	if cfg.TLS.enabled() {
 		info := transport.TLSInfo{TrustedCAFile: cfg.TLS.CAFile, CertFile: cfg.TLS.CertFile, KeyFile: cfg.TLS.KeyFile}
 		tc, err := info.ClientConfig()
@@ -134,6 +186,9 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("etcdkv: dial %v: %w", cfg.Endpoints, err)
 	}
 	s := &Store{cli: cli, ownsCli: true, cfg: cfg}
+	if len(cfg.Endpoints) > 1 {
+		s.members = newMemberGuard(cli, cfg)
+	}
 	return s, nil
 }
 
@@ -154,7 +209,13 @@ func (s *Store) Prefix() string { return s.cfg.Prefix }
 
 // Ping checks that the cluster answers a linearizable read.
 func (s *Store) Ping(ctx context.Context) error {
-	_, err := s.cli.Get(ctx, s.cfg.Prefix+"/", clientv3.WithCountOnly())
+	err := s.read(ctx, func(c context.Context) error {
+		resp, err := s.cli.Get(c, s.cfg.Prefix+"/", clientv3.WithCountOnly())
+		if err == nil {
+			s.saw(resp.Header)
+		}
+		return err
+	})
 	if err != nil {
 		return readErr(ctx, "ping", err)
 	}
@@ -165,20 +226,16 @@ func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
+	s.members.close()
 	if s.ownsCli {
 		return s.cli.Close()
 	}
 	return nil
 }
 
-// partitionPrefix is <root>/<partition>/.
-func (s *Store) partitionPrefix(partition []byte) string {
-	return s.cfg.Prefix + "/" + string(partition) + "/"
-}
+func (s *Store) partitionPrefix(partition []byte) string { return s.RawPrefix(partition) }
 
-func (s *Store) etcdKey(partition, key []byte) string {
-	return s.partitionPrefix(partition) + string(key)
-}
+func (s *Store) etcdKey(partition, key []byte) string { return s.RawKey(partition, key) }
 
 func (s *Store) checkOpen() error {
 	if s.closed.Load() {
@@ -186,6 +243,93 @@ func (s *Store) checkOpen() error {
 	}
 	return nil
 }
+
+// checkWrite is what every write checks before sending: a write whose
+// caller has already gone is not sent at all, so it is not ambiguous.
+func (s *Store) checkWrite(ctx context.Context, what string) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("etcdkv: %s: not sent: %w", what, err)
+	}
+	return nil
+}
+
+// saw raises maxRev to the revision of h.
+func (s *Store) saw(h *etcdserverpb.ResponseHeader) {
+	if h == nil {
+		return
+	}
+	for {
+		cur := s.maxRev.Load()
+		if h.Revision <= cur || s.maxRev.CompareAndSwap(cur, h.Revision) {
+			return
+		}
+	}
+}
+
+// readAttempts bounds the attempts of one read whose attempts run out of
+// Config.RequestTimeout.
+const readAttempts = 3
+
+// attemptCtx bounds one attempt of a request by Config.RequestTimeout.
+func (s *Store) attemptCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.cfg.RequestTimeout <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, s.cfg.RequestTimeout)
+}
+
+// attemptTimedOut reports whether an attempt ended by its own bound while
+// the caller's context is still live.
+func attemptTimedOut(ctx, attempt context.Context) bool {
+	return ctx.Err() == nil && errors.Is(attempt.Err(), context.DeadlineExceeded)
+}
+
+// read runs do, a request that changes nothing, in attempts bounded by
+// Config.RequestTimeout. An attempt that runs out is abandoned and sent
+// again: the balancer picks the next member for it, so a read that met a
+// stopped member lands on a healthy one instead of waiting for the
+// caller's deadline.
+func (s *Store) read(ctx context.Context, do func(context.Context) error) error {
+	var err error
+	for range readAttempts {
+		c, cancel := s.attemptCtx(ctx)
+		err = do(c)
+		timedOut := err != nil && attemptTimedOut(ctx, c)
+		cancel()
+		if !timedOut {
+			return err
+		}
+		s.attemptAbandoned()
+	}
+	return fmt.Errorf("%w: %d attempts of %v each", errAttemptTimeout, readAttempts, s.cfg.RequestTimeout)
+}
+
+// write sends do once, bounded by Config.RequestTimeout. An attempt that
+// runs out fails with the context's DeadlineExceeded, which maybeApplied
+// counts as ambiguous: the caller settles it, never re-applies it blindly.
+func (s *Store) write(ctx context.Context, do func(context.Context) error) error {
+	c, cancel := s.attemptCtx(ctx)
+	defer cancel()
+	err := do(c)
+	if err != nil && attemptTimedOut(ctx, c) {
+		s.attemptAbandoned()
+	}
+	return err
+}
+
+// attemptAbandoned counts an attempt that ran out of its time and has
+// the members checked: the one that did not answer may be stopped.
+func (s *Store) attemptAbandoned() {
+	attemptTimeouts.Inc()
+	s.members.suspect()
+}
+
+// errAttemptTimeout: no attempt of a request was answered within
+// Config.RequestTimeout.
+var errAttemptTimeout = errors.New("etcdkv: no answer within the request timeout")
 
 func (s *Store) Get(ctx context.Context, partition, key []byte) ([]byte, kv.Predicate, error) {
 	start := time.Now()
@@ -201,10 +345,16 @@ func (s *Store) get(ctx context.Context, partition, key []byte) ([]byte, kv.Pred
 	if err := s.cfg.Limits.CheckKey(partition, key); err != nil {
 		return nil, kv.Absent, err
 	}
-	resp, err := s.cli.Get(ctx, s.etcdKey(partition, key))
+	var resp *clientv3.GetResponse
+	err := s.read(ctx, func(c context.Context) error {
+		var err error
+		resp, err = s.cli.Get(c, s.etcdKey(partition, key))
+		return err
+	})
 	if err != nil {
 		return nil, kv.Absent, readErr(ctx, fmt.Sprintf("get %q in partition %q", key, partition), err)
 	}
+	s.saw(resp.Header)
 	if len(resp.Kvs) == 0 {
 		return nil, kv.Absent, fmt.Errorf("%w: %q in partition %q", kv.ErrNotFound, key, partition)
 	}
@@ -219,24 +369,35 @@ func (s *Store) Set(ctx context.Context, partition, key, value []byte) error {
 }
 
 func (s *Store) set(ctx context.Context, partition, key, value []byte) error {
-	if err := s.checkOpen(); err != nil {
+	what := fmt.Sprintf("set %q in partition %q", key, partition)
+	if err := s.checkWrite(ctx, what); err != nil {
 		return err
 	}
 	if err := s.cfg.Limits.CheckWrite(partition, key, value); err != nil {
 		return err
 	}
 	k := s.etcdKey(partition, key)
-	_, err := s.cli.Put(ctx, k, string(value))
+	put := func(c context.Context) error {
+		resp, err := s.cli.Put(c, k, string(value))
+		if err == nil {
+			s.saw(resp.Header)
+		}
+		return err
+	}
+	err := s.write(ctx, put)
 	if err == nil {
 		return nil
 	}
-	what := fmt.Sprintf("set %q in partition %q", key, partition)
 	if !maybeApplied(ctx, err) {
 		return writeErr(ctx, what, err)
 	}
-	// A Put is idempotent: re-sending it settles the outcome.
+	// Sending the Put again settles it without reading history: a Put
+	// has no condition, so whichever attempts applied, their only effect
+	// is that key holds value, and a re-send that succeeds leaves it so
+	// at a revision inside this call, which is all success promises.
+	// SetIf cannot do this: its outcome depends on what came first.
 	return s.settle(ctx, what, err, func(c context.Context) (bool, error) {
-		_, err := s.cli.Put(c, k, string(value))
+		err := put(c)
 		return err == nil, err
 	})
 }
@@ -259,6 +420,10 @@ func (s *Store) setAndRead(ctx context.Context, writes []kv.Write, reads []kv.Ke
 	if err := kv.CheckSetAndRead(writes, reads); err != nil {
 		return nil, err
 	}
+	what := fmt.Sprintf("set %d keys (first %q in partition %q) and read %d", len(writes), writes[0].Key, writes[0].Partition, len(reads))
+	if err := s.checkWrite(ctx, what); err != nil {
+		return nil, err
+	}
 	ops := make([]clientv3.Op, 0, len(writes)+len(reads))
 	for _, w := range writes {
 		if err := s.cfg.Limits.CheckWrite(w.Partition, w.Key, w.Value); err != nil {
@@ -272,15 +437,21 @@ func (s *Store) setAndRead(ctx context.Context, writes []kv.Write, reads []kv.Ke
 	}
 	var resp *clientv3.TxnResponse
 	send := func(c context.Context) error {
-		var err error
-		resp, err = s.cli.Txn(c).Then(ops...).Commit()
+		r, err := s.cli.Txn(c).Then(ops...).Commit()
+		if err == nil {
+			resp = r
+			s.saw(r.Header)
+		}
 		return err
 	}
-	if err := send(ctx); err != nil {
-		what := fmt.Sprintf("set %d keys (first %q in partition %q) and read %d", len(writes), writes[0].Key, writes[0].Partition, len(reads))
+	if err := s.write(ctx, send); err != nil {
 		if !maybeApplied(ctx, err) {
 			return nil, writeErr(ctx, what, err)
 		}
+		// As for Set, re-sending is right: the puts are unconditional,
+		// and the reads come from the same transaction as the re-sent
+		// puts, so they see the store just after these values were
+		// written, as a first attempt that succeeded would have.
 		if err := s.settle(ctx, what, err, func(c context.Context) (bool, error) {
 			err := send(c)
 			return err == nil, err
@@ -314,10 +485,16 @@ func (s *Store) getMany(ctx context.Context, reads []kv.KeyRef) ([]kv.Entry, err
 	if err != nil {
 		return nil, err
 	}
-	resp, err := s.cli.Txn(ctx).Then(ops...).Commit()
+	var resp *clientv3.TxnResponse
+	err = s.read(ctx, func(c context.Context) error {
+		var err error
+		resp, err = s.cli.Txn(c).Then(ops...).Commit()
+		return err
+	})
 	if err != nil {
 		return nil, readErr(ctx, fmt.Sprintf("get %d keys (first %q in partition %q)", len(reads), reads[0].Key, reads[0].Partition), err)
 	}
+	s.saw(resp.Header)
 	if len(resp.Responses) != len(ops) {
 		return nil, fmt.Errorf("etcdkv: get many: %d responses to %d reads", len(resp.Responses), len(ops))
 	}
@@ -363,19 +540,28 @@ func (s *Store) guard(k string, pred kv.Predicate) clientv3.Cmp {
 }
 
 func (s *Store) setIf(ctx context.Context, partition, key, value []byte, pred kv.Predicate) error {
-	if err := s.checkOpen(); err != nil {
+	what := fmt.Sprintf("setif %q in partition %q", key, partition)
+	if err := s.checkWrite(ctx, what); err != nil {
 		return err
 	}
 	if err := s.cfg.Limits.CheckWrite(partition, key, value); err != nil {
 		return err
 	}
 	k := s.etcdKey(partition, key)
-	what := fmt.Sprintf("setif %q in partition %q", key, partition)
 	failed := func() error {
 		return fmt.Errorf("%w: %q in partition %q changed since %v", kv.ErrPredicateFailed, key, partition, pred)
 	}
-	resp, err := s.cli.Txn(ctx).If(s.guard(k, pred)).Then(clientv3.OpPut(k, string(value))).Commit()
+	// Read before sending: whatever this attempt does happens at a later
+	// revision.
+	sentAfter := s.maxRev.Load()
+	var resp *clientv3.TxnResponse
+	err := s.write(ctx, func(c context.Context) error {
+		var err error
+		resp, err = s.cli.Txn(c).If(s.guard(k, pred)).Then(clientv3.OpPut(k, string(value))).Commit()
+		return err
+	})
 	if err == nil {
+		s.saw(resp.Header)
 		if !resp.Succeeded {
 			return failed()
 		}
@@ -384,39 +570,63 @@ func (s *Store) setIf(ctx context.Context, partition, key, value []byte, pred kv
 	if !maybeApplied(ctx, err) {
 		return writeErr(ctx, what, err)
 	}
-	return s.settleSetIf(ctx, k, value, pred, what, err, failed)
+	return s.settleSetIf(ctx, k, value, pred, sentAfter, what, err, failed)
 }
 
-// settleSetIf decides the outcome of a SetIf whose first attempt failed with
-// firstErr after it may have been applied: it re-sends the same guarded Txn,
-// reading the key when the guard fails.
-func (s *Store) settleSetIf(ctx context.Context, k string, value []byte, pred kv.Predicate, what string, firstErr error, failed func() error) error {
-	var lost bool
-	serr := s.settle(ctx, what, firstErr, func(c context.Context) (bool, error) {
+// settleSetIf decides the outcome of a SetIf whose first attempt failed
+// with firstErr after it may have been applied. It re-sends the same
+// guarded Txn, reading the key when the guard fails: success means the
+// first attempt had not applied and this one did. A failed guard means
+// the key moved on, through our first attempt or another writer's; the
+// current value cannot tell which (another writer may have overwritten
+// ours), so the key's history decides:
+//
+//   - pred is a version: our put could apply only while the key was at
+//     pred, so it applied iff the first change after pred is a put of our
+//     value;
+//   - pred is Absent: our put could apply only while the key was missing
+//     and after sentAfter (a revision seen before the first attempt was
+//     sent), so it applied iff some creation of the key after sentAfter put
+//     our value.
+//
+// Values identify the attempt (see kv.Store.SetIf). When the history
+// needed is compacted the outcome is unknowable: kv.ErrAmbiguous, never a
+// guess.
+func (s *Store) settleSetIf(ctx context.Context, k string, value []byte, pred kv.Predicate, sentAfter int64, what string, firstErr error, failed func() error) error {
+	return s.settleGuarded(ctx, what, firstErr, failed, func(c context.Context) (verdict, error) {
 		resp, err := s.cli.Txn(c).If(s.guard(k, pred)).
 			Then(clientv3.OpPut(k, string(value))).
 			Else(clientv3.OpGet(k)).Commit()
 		if err != nil {
-			return false, err
+			return undecided, err
 		}
+		s.saw(resp.Header)
 		if resp.Succeeded {
-			return true, nil
+			return applied, nil
 		}
-		var cur *mvccpb.KeyValue
-		if rr := resp.Responses[0].GetResponseRange(); rr != nil && len(rr.Kvs) > 0 {
-			cur = rr.Kvs[0]
+		cur := elseKV(resp)
+		if pred.IsAbsent() {
+			return s.createdSince(c, k, value, sentAfter, cur)
 		}
-		if cur != nil && cur.ModRevision != pred.Version() && bytes.Equal(cur.Value, value) {
-			return true, nil // the first attempt had applied
+		ev, err := s.firstChangeAfter(c, k, pred.Version(), cur)
+		if err != nil || ev == nil {
+			return notApplied, err
 		}
-		lost = true
-		return true, nil
+		if ev.Type == mvccpb.PUT && bytes.Equal(ev.Kv.Value, value) {
+			return applied, nil
+		}
+		return notApplied, nil
 	})
-	if serr != nil {
-		return serr
+}
+
+// elseKV is the key read by the Else branch of a failed guarded Txn, or
+// nil when the key is missing.
+func elseKV(resp *clientv3.TxnResponse) *mvccpb.KeyValue {
+	if len(resp.Responses) == 0 {
+		return nil
 	}
-	if lost {
-		return failed()
+	if rr := resp.Responses[0].GetResponseRange(); rr != nil && len(rr.Kvs) > 0 {
+		return rr.Kvs[0]
 	}
 	return nil
 }
@@ -429,23 +639,33 @@ func (s *Store) Delete(ctx context.Context, partition, key []byte) error {
 }
 
 func (s *Store) delete(ctx context.Context, partition, key []byte) error {
-	if err := s.checkOpen(); err != nil {
+	what := fmt.Sprintf("delete %q in partition %q", key, partition)
+	if err := s.checkWrite(ctx, what); err != nil {
 		return err
 	}
 	if err := s.cfg.Limits.CheckKey(partition, key); err != nil {
 		return err
 	}
 	k := s.etcdKey(partition, key)
-	_, err := s.cli.Delete(ctx, k)
+	del := func(c context.Context) error {
+		// kv.Store.Delete itself: unconditional by contract; callers use it only on keys nobody re-creates concurrently.
+		resp, err := s.cli.Delete(c, k)
+		if err == nil {
+			s.saw(resp.Header)
+		}
+		return err
+	}
+	err := s.write(ctx, del)
 	if err == nil {
 		return nil
 	}
-	what := fmt.Sprintf("delete %q in partition %q", key, partition)
 	if !maybeApplied(ctx, err) {
 		return writeErr(ctx, what, err)
 	}
+	// Like a Put, an unconditional delete is settled by sending it again:
+	// its only effect is that the key is missing.
 	return s.settle(ctx, what, err, func(c context.Context) (bool, error) {
-		_, err := s.cli.Delete(c, k)
+		err := del(c)
 		return err == nil, err
 	})
 }
@@ -458,7 +678,8 @@ func (s *Store) DeleteIf(ctx context.Context, partition, key []byte, pred kv.Pre
 }
 
 func (s *Store) deleteIf(ctx context.Context, partition, key []byte, pred kv.Predicate) error {
-	if err := s.checkOpen(); err != nil {
+	what := fmt.Sprintf("deleteif %q in partition %q", key, partition)
+	if err := s.checkWrite(ctx, what); err != nil {
 		return err
 	}
 	if err := s.cfg.Limits.CheckKey(partition, key); err != nil {
@@ -470,34 +691,105 @@ func (s *Store) deleteIf(ctx context.Context, partition, key []byte, pred kv.Pre
 	}
 	if pred.IsAbsent() {
 		// Nothing to delete: succeed only if it is still missing.
-		resp, err := s.cli.Get(ctx, k, clientv3.WithCountOnly())
+		var resp *clientv3.GetResponse
+		err := s.read(ctx, func(c context.Context) error {
+			var err error
+			resp, err = s.cli.Get(c, k, clientv3.WithCountOnly())
+			return err
+		})
 		if err != nil {
-			return readErr(ctx, fmt.Sprintf("deleteif %q in partition %q", key, partition), err)
+			return readErr(ctx, what, err)
 		}
+		s.saw(resp.Header)
 		if resp.Count != 0 {
 			return failed()
 		}
 		return nil
 	}
-	resp, err := s.cli.Txn(ctx).If(s.guard(k, pred)).Then(clientv3.OpDelete(k)).Commit()
+	var resp *clientv3.TxnResponse
+	err := s.write(ctx, func(c context.Context) error {
+		var err error
+		resp, err = s.cli.Txn(c).If(s.guard(k, pred)).Then(clientv3.OpDelete(k)).Commit()
+		return err
+	})
 	if err == nil {
+		s.saw(resp.Header)
 		if !resp.Succeeded {
 			return failed()
 		}
 		return nil
 	}
-	what := fmt.Sprintf("deleteif %q in partition %q", key, partition)
 	if !maybeApplied(ctx, err) {
 		return writeErr(ctx, what, err)
 	}
-	return s.settle(ctx, what, err, func(c context.Context) (bool, error) {
-		resp, err := s.cli.Txn(c).If(s.guard(k, pred)).Then(clientv3.OpDelete(k)).Commit()
+	return s.settleDeleteIf(ctx, k, pred, what, err, failed)
+}
+
+// settleDeleteIf decides the outcome of a DeleteIf whose first attempt
+// failed with firstErr after it may have been applied: the guarded delete
+// is sent again, and when its guard fails the first change of the key
+// after pred decides. A deletion ended version pred, by us or by another
+// deleter, and the caller's intent holds: applied. A put ended it, so our
+// delete, which needed the key at pred, never applied: ErrPredicateFailed.
+func (s *Store) settleDeleteIf(ctx context.Context, k string, pred kv.Predicate, what string, firstErr error, failed func() error) error {
+	return s.settleGuarded(ctx, what, firstErr, failed, func(c context.Context) (verdict, error) {
+		resp, err := s.cli.Txn(c).If(s.guard(k, pred)).
+			Then(clientv3.OpDelete(k)).
+			Else(clientv3.OpGet(k)).Commit()
+		if err != nil {
+			return undecided, err
+		}
+		s.saw(resp.Header)
+		if resp.Succeeded {
+			return applied, nil
+		}
+		ev, err := s.firstChangeAfter(c, k, pred.Version(), elseKV(resp))
+		if err != nil || ev == nil {
+			return notApplied, err
+		}
+		if ev.Type == mvccpb.DELETE {
+			return applied, nil
+		}
+		return notApplied, nil
+	})
+}
+
+// verdict is what settling learnt of a guarded write's first attempt.
+type verdict int
+
+const (
+	undecided  verdict = iota
+	applied            // it applied, or the re-send did
+	notApplied         // neither did: the guard failed
+	unknowable         // the history that would tell was compacted
+)
+
+// settleGuarded runs attempt through settle and turns its verdict into the
+// write's result.
+func (s *Store) settleGuarded(ctx context.Context, what string, firstErr error, failed func() error, attempt func(context.Context) (verdict, error)) error {
+	var v verdict
+	err := s.settle(ctx, what, firstErr, func(c context.Context) (bool, error) {
+		got, err := attempt(c)
+		if isCompacted(err) {
+			got, err = unknowable, nil
+		}
 		if err != nil {
 			return false, err
 		}
-		_ = resp // placeholder: settled from the key's history by the kv work below
+		v = got
 		return true, nil
 	})
+	if err != nil {
+		return err
+	}
+	switch v {
+	case notApplied:
+		return failed()
+	case unknowable:
+		ambiguousWrites.Inc()
+		return fmt.Errorf("%w: etcdkv: %s: the key's history since the first attempt is compacted (first attempt: %v)", kv.ErrAmbiguous, what, firstErr)
+	}
+	return nil
 }
 
 // settle re-runs attempt, which reports whether the outcome is known, with
@@ -577,6 +869,10 @@ func writeErr(ctx context.Context, what string, err error) error {
 func readErr(ctx context.Context, what string, err error) error {
 	if cerr := ctx.Err(); cerr != nil {
 		return fmt.Errorf("etcdkv: %s: %w", what, cerr)
+	}
+	if errors.Is(err, errAttemptTimeout) || errors.Is(err, context.DeadlineExceeded) {
+		// The caller's context is live: our own attempts ran out.
+		return fmt.Errorf("%w: etcdkv: %s: %v", kv.ErrUnavailable, what, err)
 	}
 	switch status.Code(err) {
 	case codes.Unavailable, codes.DeadlineExceeded:

@@ -1,9 +1,11 @@
 package graveler
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 )
@@ -238,6 +240,8 @@ func (g *Graveler) isDirty(ctx context.Context, b *Branch) (bool, error) {
 }
 
 // Reset discards a branch's staged changes: all, one key, or a prefix.
+// Resetting all replaces the branch's tokens at once; resetting a key or a
+// prefix is resetStaged.
 func (g *Graveler) Reset(ctx context.Context, repoID RepositoryID, branch BranchID, typ ResetType, key Key) error {
 	repo, err := g.refs.GetRepository(ctx, repoID)
 	if err != nil {
@@ -263,43 +267,249 @@ func (g *Graveler) Reset(ctx context.Context, repoID RepositoryID, branch Branch
 		if err := ValidateKey(key); err != nil {
 			return err
 		}
-		return g.dropStaged(ctx, repo, branch, func(st StagingToken) error { return g.staging.DropKey(ctx, st, key) })
+		return g.resetStaged(ctx, repo, branch, resetScope{key: key})
 	case ResetTypePrefix:
 		if err := ValidateKey(key); err != nil {
 			return fmt.Errorf("prefix: %w", err)
 		}
-		return g.dropStaged(ctx, repo, branch, func(st StagingToken) error { return g.staging.DropByPrefix(ctx, st, key) })
+		return g.resetStaged(ctx, repo, branch, resetScope{key: key, prefix: true})
 	}
 	return fmt.Errorf("%w: reset type %d", ErrInvalidArgument, typ)
 }
 
-// dropStaged runs drop on every token of the branch, again on any token
-// that appeared meanwhile, until a re-read shows no new token.
-func (g *Graveler) dropStaged(ctx context.Context, repo *RepositoryRecord, branch BranchID, drop func(StagingToken) error) error {
-	done := map[StagingToken]bool{}
-	for attempt := 0; ; attempt++ {
-		b, err := g.refs.GetBranch(ctx, repo, branch)
+// resetScope is what a partial reset discards: one key, or every key
+// under a prefix.
+type resetScope struct {
+	key    Key
+	prefix bool
+}
+
+// resetStaged discards what a branch stages for one key or a prefix, as
+// durably as a delete: once it returns, reads of the branch never show a
+// discarded value again, also when a commit that had already read the
+// value lands afterwards. It drops entries only from a staging token no
+// commit had sealed when it looked, and when one sealed it meanwhile it
+// stages overrides instead of touching the tokens a commit may have read:
+//
+//  1. Read the branch fresh, read what its tokens stage in scope (the
+//     discarded values), then re-read it. If a token read has left the
+//     branch meanwhile, it may have been dropped mid-read: nothing was
+//     changed yet, so start again from the branch just read.
+//  2. Nothing staged: done. H0, the head of that second read, is the tree
+//     without the discarded values: every token read was still on the
+//     branch, so no commit had applied any of them.
+//  3. Fast path, when the branch has no sealed token (no commit in
+//     flight): drop the scope from the staging token st, then re-read the
+//     branch. If st is still its staging token, no commit sealed st
+//     meanwhile (tokens are never reused), so none read the values: done.
+//     The branch stays clean when nothing else is staged.
+//  4. Otherwise (sealed tokens present in step 1, or st sealed during the
+//     drop) a commit may have read the discarded values and may land them
+//     in the head later. Then, for every key found in step 1, write into
+//     the current staging token an override: the key's value in H, the
+//     branch's current head, or a tombstone if H lacks it. Staged on top
+//     of every older token and of the head, the override is what reads
+//     see, before and after that commit lands, and what the next commit
+//     applies. Keys found in step 1 are kept across rounds: a commit that
+//     landed meanwhile consumed their tokens, but its tree may hold their
+//     discarded values.
+//  5. If H holds a key's discarded value (one of the values found in
+//     step 1, matched by identity; absent for a discarded tombstone), a
+//     commit landed it: the override is the key's value in H0 instead,
+//     the tree without it. Any other value in H came from a change the
+//     reset does not discard (a merge, a write concurrent with the reset
+//     that a commit took), and is kept.
+//  6. The overrides go through the writer's path (stageFenced, or
+//     SetBatch then recheck). The fence demands both the staging token
+//     and the head unchanged since the read the overrides were computed
+//     from: a new token may have been sealed before a commit read the
+//     overrides, and a new head changes step 5's choice. Otherwise
+//     compute again from the branch the fence read, at most
+//     Config.FenceRetries times (ErrTooManyRetries).
+//
+// Overrides are staged entries: until the next commit they make the
+// branch dirty (merge refuses it), though they change nothing against the
+// head. A reset of everything (ResetTypeAll, ResetHard with Force) that
+// follows discards them with everything staged, as it would a delete.
+// A write into the scope that is concurrent with the reset may be kept or
+// discarded; one that lands between step 1's read and step 3's drop of a
+// token being sealed is the one case where reads may see it, then not,
+// then see it again (kept). The keys found in step 1 are held in memory:
+// a prefix reset costs memory in the number of keys staged under the
+// prefix, and with a commit in flight one write per key.
+func (g *Graveler) resetStaged(ctx context.Context, repo *RepositoryRecord, branch BranchID, sc resetScope) error {
+	b, err := g.refs.GetBranch(ctx, repo, branch)
+	if err != nil {
+		return err
+	}
+	attempt := 0
+	retry := func() error {
+		resetRetries.Inc()
+		if attempt++; attempt > g.cfg.FenceRetries {
+			return g.fenceExhausted(repo, branch)
+		}
+		return nil
+	}
+	// Steps 1 and 2.
+	var found map[string][]*Value
+	var h0 *Branch
+	for {
+		if found, err = g.stagedIn(ctx, tokens(b), sc); err != nil {
+			return err
+		}
+		if h0, err = g.refs.GetBranch(ctx, repo, branch); err != nil {
+			return err
+		}
+		if tokensStillHeld(b, h0) {
+			break
+		}
+		if err := retry(); err != nil {
+			return err
+		}
+		b = h0
+	}
+	if len(found) == 0 {
+		return nil
+	}
+	// Step 3: b is the branch whose tokens were read, h0 the one read
+	// after them.
+	if len(b.SealedTokens) == 0 && h0.StagingToken == b.StagingToken {
+		st := b.StagingToken
+		if sc.prefix {
+			err = g.staging.DropByPrefix(ctx, st, sc.key)
+		} else {
+			err = g.staging.DropKey(ctx, st, sc.key)
+		}
 		if err != nil {
 			return err
 		}
-		fresh := false
-		for _, st := range tokens(b) {
-			if done[st] {
-				continue
-			}
-			fresh = true
-			if err := drop(st); err != nil {
-				return err
-			}
-			done[st] = true
+		if b, err = g.refs.GetBranch(ctx, repo, branch); err != nil {
+			return err
 		}
-		if !fresh {
+		if b.StagingToken == st {
 			return nil
 		}
-		if attempt >= g.cfg.FenceRetries {
-			return g.fenceExhausted(repo, branch)
+	} else {
+		b = h0
+	}
+	// Steps 4 to 6.
+	keys := slices.Sorted(maps.Keys(found))
+	base, err := g.valuesAt(ctx, repo, h0.CommitID, keys)
+	if err != nil {
+		return err
+	}
+	for {
+		head, err := g.valuesAt(ctx, repo, b.CommitID, keys)
+		if err != nil {
+			return err
+		}
+		recs := make([]*ValueRecord, 0, len(keys))
+		for i, k := range keys {
+			v := head[i]
+			if discarded(found[k], v) {
+				v = base[i]
+			}
+			recs = append(recs, &ValueRecord{Key: Key(k), Value: v})
+		}
+		cur, err := g.stageOverrides(ctx, repo, branch, b.StagingToken, recs)
+		if err != nil {
+			return err
+		}
+		g.cache.put(repo, branch, cur)
+		if cur.StagingToken == b.StagingToken && cur.CommitID == b.CommitID {
+			return nil
+		}
+		if err := retry(); err != nil {
+			return err
+		}
+		b = cur
+	}
+}
+
+// stagedIn returns what toks stage in scope: for each key, the values
+// staged for it (nil: a tombstone), newest token first.
+func (g *Graveler) stagedIn(ctx context.Context, toks []StagingToken, sc resetScope) (map[string][]*Value, error) {
+	found := map[string][]*Value{}
+	for _, st := range toks {
+		if !sc.prefix {
+			v, err := g.staging.Get(ctx, st, sc.key)
+			switch {
+			case err == nil:
+				found[string(sc.key)] = append(found[string(sc.key)], cloneValue(v))
+			case !errors.Is(err, ErrNotFound):
+				return nil, err
+			}
+			continue
+		}
+		it, err := g.staging.List(ctx, st)
+		if err != nil {
+			return nil, err
+		}
+		it.SeekGE(sc.key)
+		for it.Next() {
+			rec := it.Value()
+			if !bytes.HasPrefix(rec.Key, sc.key) {
+				break
+			}
+			found[string(rec.Key)] = append(found[string(rec.Key)], cloneValue(rec.Value))
+		}
+		err = it.Err()
+		it.Close()
+		if err != nil {
+			return nil, err
 		}
 	}
+	return found, nil
+}
+
+// valuesAt returns the values of keys in a commit's tree (nil: absent).
+func (g *Graveler) valuesAt(ctx context.Context, repo *RepositoryRecord, id CommitID, keys []string) ([]*Value, error) {
+	c, err := g.refs.GetCommit(ctx, repo, id)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*Value, len(keys))
+	for i, k := range keys {
+		v, err := g.committed.Get(ctx, repo.StorageNamespace, c.MetaRangeID, Key(k))
+		switch {
+		case err == nil:
+			out[i] = v
+		case !errors.Is(err, ErrNotFound):
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// discarded reports whether v, a key's value in a head (nil: absent), is
+// one of the values a reset discarded for it (nil: a tombstone).
+func discarded(values []*Value, v *Value) bool {
+	return slices.ContainsFunc(values, func(d *Value) bool {
+		if d == nil || v == nil {
+			return d == nil && v == nil
+		}
+		return bytes.Equal(d.Identity, v.Identity)
+	})
+}
+
+// stageOverrides writes a reset's overrides into st through the writer's
+// path and returns the branch its fence read.
+func (g *Graveler) stageOverrides(ctx context.Context, repo *RepositoryRecord, branch BranchID, st StagingToken, recs []*ValueRecord) (*Branch, error) {
+	if len(recs) == 1 {
+		if fenced := g.stageFenced(ctx, repo, branch, recs[0].Key, recs[0].Value); fenced != nil {
+			r, cur, err := fenced(st)
+			if err != nil {
+				g.repos.forget(repo.RepositoryID)
+				return nil, err
+			}
+			g.repos.put(r)
+			return cur, nil
+		}
+	}
+	if err := g.staging.SetBatch(ctx, st, recs); err != nil {
+		return nil, err
+	}
+	return g.recheck(ctx, repo, branch)
 }
 
 // ResetHard moves a branch to the commit ref resolves to. Without Force a

@@ -17,6 +17,14 @@
 // or a Get costs one round trip; Config.SeparateFenceRead keeps a separate,
 // amortized branch read.
 //
+// The reader's fence also guards ListEntries (per page) and
+// DiffUncommitted (per chunk), which read again from the branch as it is
+// now when a token they read from has left it. A reset of a key or a
+// prefix drops entries only from a staging token no commit has sealed,
+// and checks that none sealed it meanwhile; otherwise (a commit in
+// flight) it stages overrides on top (see resetStaged), so a discarded
+// value never comes back when that commit lands.
+//
 // Concurrency: Graveler is safe for concurrent use from any number of
 // goroutines and processes; correctness comes from compare-and-swap on the
 // branch record, never from a lock.

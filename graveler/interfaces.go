@@ -59,7 +59,8 @@ type RefManager interface {
 	// CreateBareRepository creates an active repository with no branch or
 	// commit, for RestoreRefs.
 	CreateBareRepository(ctx context.Context, id RepositoryID, repo Repository) (*RepositoryRecord, error)
-	// GetRepository returns an active repository, or ErrRepositoryNotFound.
+	// GetRepository returns an active repository, ErrRepositoryDeleting
+	// while one is being deleted, or ErrRepositoryNotFound.
 	GetRepository(ctx context.Context, id RepositoryID) (*RepositoryRecord, error)
 	// ListRepositories walks active repositories by name after opts.After.
 	ListRepositories(ctx context.Context, opts ListOptions) iter.Seq2[*RepositoryRecord, error]
@@ -166,7 +167,8 @@ type BranchFencer interface {
 	BranchFenceReads(repo *RepositoryRecord, id BranchID) ([]kv.KeyRef, error)
 	// ParseBranchFence checks what was read of BranchFenceReads: the
 	// repository still active and the same incarnation as repo
-	// (ErrRepositoryNotFound otherwise), the branch present
+	// (ErrRepositoryDeleting while it is being deleted,
+	// ErrRepositoryNotFound otherwise), the branch present
 	// (ErrBranchNotFound otherwise). It returns both as read.
 	ParseBranchFence(repo *RepositoryRecord, id BranchID, got []kv.Entry) (*RepositoryRecord, *Branch, error)
 }

@@ -30,6 +30,14 @@ var (
 		Name: "graveler_read_retries_total",
 		Help: "Branch reads repeated because the branch's head or staging tokens changed while they read.",
 	})
+	resetRetries = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "graveler_reset_retries_total",
+		Help: "Rounds a reset of a key or prefix repeated because a commit changed the branch's head or staging tokens while it ran.",
+	})
+	diffRetries = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "graveler_diff_uncommitted_retries_total",
+		Help: "Chunks of an uncommitted diff read again because a staging token they read from left the branch meanwhile.",
+	})
 	tokenQueueFailures = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "graveler_token_queue_failures_total",
 		Help: "Consumed staging tokens that could not be queued for the cleaner; the cleaner's orphan sweep reclaims them.",

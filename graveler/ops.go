@@ -1,6 +1,7 @@
 package graveler
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -10,10 +11,13 @@ import (
 )
 
 // DiffUncommitted iterates a branch's staged changes against its head
-// commit, in key order. Unlike single reads it takes no fence: it streams,
-// and a token is only dropped by the cleaner after a commit consumed it,
-// so a diff that overlaps a commit may show changes that were just
-// committed, never an error.
+// commit, in key order, each key at most once, with the reader's fence
+// (see fencedDiffIterator): a staging token dropped by the cleaner
+// mid-diff never silently shortens it. Each difference is as of some
+// moment during the iteration: a diff that overlaps a commit may show
+// changes that were just committed, and after the commit no longer shows
+// those it had not reached. One that outlives Config.FenceRetries changes
+// of the branch's tokens fails with ErrTooManyRetries.
 func (g *Graveler) DiffUncommitted(ctx context.Context, repoID RepositoryID, branch BranchID) (DiffIterator, error) {
 	repo, err := g.refs.GetRepository(ctx, repoID)
 	if err != nil {
@@ -23,20 +27,132 @@ func (g *Graveler) DiffUncommitted(ctx context.Context, repoID RepositoryID, bra
 	if err != nil {
 		return nil, err
 	}
-	c, err := g.refs.GetCommit(ctx, repo, b.CommitID)
-	if err != nil {
+	d := &fencedDiffIterator{g: g, ctx: ctx, repo: repo, id: branch, b: b}
+	if err := d.open(); err != nil {
 		return nil, err
 	}
-	stagedIt, err := g.changesIterator(ctx, tokens(b))
+	return d, nil
+}
+
+// diffUncommittedChunk is how many differences an uncommitted diff reads
+// ahead before it checks its fence and hands them out.
+const diffUncommittedChunk = 256
+
+// fencedDiffIterator is the reader's fence around a streaming diff of
+// staged changes. It reads up to diffUncommittedChunk differences ahead,
+// then re-reads the branch (amortized, never the cache): if every token it
+// read from is still on the branch, none can have been dropped while it
+// read (a token is dropped only after it left the branch), so the chunk,
+// and the end of the diff when it got there, are whole, and it hands the
+// chunk out. Otherwise it discards the chunk and reads it again from the
+// branch as it is now, from just after the last difference handed out.
+// Every difference handed out was checked this way; consecutive chunks
+// may come from different states of the branch, as consecutive pages of a
+// listing do. Memory is bounded by one chunk.
+type fencedDiffIterator struct {
+	g    *Graveler
+	ctx  context.Context
+	repo *RepositoryRecord
+	id   BranchID
+	b    *Branch
+
+	inner *uncommittedDiffIterator
+	from  Key // where a redo starts: just after the last difference handed out, or the SeekGE key
+	buf   []*Diff
+	pos   int
+	ended bool // inner is exhausted and its end was fenced
+	tries int
+	val   *Diff
+	err   error
+}
+
+// open starts inner on d.b, from d.from.
+func (d *fencedDiffIterator) open() error {
+	c, err := d.g.refs.GetCommit(d.ctx, d.repo, d.b.CommitID)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	committedIt, err := g.committed.List(ctx, repo.StorageNamespace, c.MetaRangeID)
+	stagedIt, err := d.g.changesIterator(d.ctx, tokens(d.b))
+	if err != nil {
+		return err
+	}
+	committedIt, err := d.g.committed.List(d.ctx, d.repo.StorageNamespace, c.MetaRangeID)
 	if err != nil {
 		stagedIt.Close()
-		return nil, err
+		return err
 	}
-	return &uncommittedDiffIterator{staged: stagedIt, committed: committedIt}, nil
+	d.inner = &uncommittedDiffIterator{staged: stagedIt, committed: committedIt}
+	if d.from != nil {
+		d.inner.SeekGE(d.from)
+	}
+	return nil
+}
+
+func (d *fencedDiffIterator) Next() bool {
+	d.val = nil
+	if d.err != nil {
+		return false
+	}
+	if d.pos == len(d.buf) && (d.ended || !d.fill()) {
+		return false
+	}
+	d.val = d.buf[d.pos]
+	d.pos++
+	d.from = append(bytes.Clone(d.val.Key), 0)
+	return true
+}
+
+// fill reads the next chunk and checks the fence, reading again from the
+// current branch until it holds; false at the end or on error.
+func (d *fencedDiffIterator) fill() bool {
+	for {
+		d.buf, d.pos = d.buf[:0], 0
+		for len(d.buf) < diffUncommittedChunk && d.inner.Next() {
+			v := d.inner.Value()
+			d.buf = append(d.buf, &Diff{Type: v.Type, Key: bytes.Clone(v.Key), Value: cloneValue(v.Value), LeftIdentity: bytes.Clone(v.LeftIdentity)})
+		}
+		if d.err = d.inner.Err(); d.err != nil {
+			return false
+		}
+		cur, err := d.g.refs.GetBranch(d.ctx, d.repo, d.id)
+		if err != nil {
+			d.err = err
+			return false
+		}
+		if tokensStillHeld(d.b, cur) {
+			d.ended = len(d.buf) < diffUncommittedChunk
+			return len(d.buf) > 0
+		}
+		diffRetries.Inc()
+		if d.tries++; d.tries > d.g.cfg.FenceRetries {
+			d.err = d.g.fenceExhausted(d.repo, d.id)
+			return false
+		}
+		d.inner.Close()
+		d.inner, d.b = nil, cur
+		if d.err = d.open(); d.err != nil {
+			return false
+		}
+	}
+}
+
+func (d *fencedDiffIterator) Value() *Diff { return d.val }
+
+func (d *fencedDiffIterator) SeekGE(key Key) {
+	d.from = bytes.Clone(key)
+	d.buf, d.pos, d.ended, d.val = d.buf[:0], 0, false, nil
+	if d.inner != nil {
+		d.inner.SeekGE(key)
+	}
+}
+
+func (d *fencedDiffIterator) Err() error { return d.err }
+
+func (d *fencedDiffIterator) Close() {
+	if d.inner != nil {
+		d.inner.Close()
+		d.inner = nil
+	}
 }
 
 // Diff iterates the differences between the commits two refs resolve to

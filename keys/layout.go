@@ -143,19 +143,14 @@ func elements(s string) []string {
 
 // LayoutTree renders Layout as an indented tree in which every name ending
 // in '/' is a key namespace and "k -> v" is a key holding v. root is the
-// label of the top line (the store's root prefix). Partitions are
-// namespaces directly under the root; a partition's keys are below it.
-func LayoutTree(root string) string {
+// label of the top line (the store's root prefix). Each partition is one
+// namespace directly under the root, named by partitionElement (the
+// store's encoding of a partition name as one path element, such as
+// etcdkv.PartitionElement); a partition's keys are below it.
+func LayoutTree(root string, partitionElement func(partition string) string) string {
 	top := &layoutNode{name: root}
 	for _, k := range Layout() {
-		n := top
-		parts := elements(k.Partition)
-		for i, p := range parts {
-			if i == len(parts)-1 && !strings.HasSuffix(p, "/") {
-				p += "/"
-			}
-			n = n.child(p)
-		}
+		n := top.child(partitionElement(k.Partition) + "/")
 		if n.comment == "" {
 			n.comment = "partition: " + k.PartitionDoc
 		}

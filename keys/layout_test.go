@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"graveler/etcdkv"
 	"graveler/keys"
 )
 
@@ -25,10 +26,13 @@ const layoutDoc = "../docs/key-layout.md"
 // generated maps each generated block of the document to its content.
 func generated() map[string]string {
 	return map[string]string{
-		"tree":  "```\n" + keys.LayoutTree("$ROOT") + "```\n",
+		"tree":  "```\n" + keys.LayoutTree("$ROOT", etcdPartition) + "```\n",
 		"table": keys.LayoutTable(),
 	}
 }
+
+// etcdPartition is how the etcd store names a partition's namespace.
+func etcdPartition(partition string) string { return etcdkv.PartitionElement([]byte(partition)) }
 
 var blockRE = regexp.MustCompile(`(?s)(<!-- BEGIN GENERATED (\w+)[^>]*-->\n)(.*?)(<!-- END GENERATED \w+ -->)`)
 
@@ -201,28 +205,26 @@ func TestLayoutCoversConstants(t *testing.T) {
 }
 
 func ExampleLayoutTree() {
-	fmt.Print(keys.LayoutTree("$ROOT"))
+	fmt.Print(keys.LayoutTree("$ROOT", etcdPartition))
 	// Output:
 	// $ROOT
-	//   graveler/              # partition: every repository record
+	//   graveler/                 # partition: every repository record
 	//     repos/
 	//       <repo> -> Repository{storage_namespace, default_branch, created, state: initial|active|deleting, unique_id}
-	//   graveler_deleted/      # partition: work list of the cleaner
+	//   graveler_deleted/         # partition: work list of the cleaner
 	//     repos/
 	//       <repo>/
 	//         <unique_id>
 	//     tokens/
 	//       <staging_token>
-	//   repo/
-	//     <repo>-<unique_id>/  # partition: one incarnation of a repository: its refs
-	//       branches/
-	//         <branch> -> Branch{commit_id, staging_token, sealed_tokens[]}
-	//       commits/
-	//         <commit_id> -> Commit{version, committer, message, metarange_id, created, parents[], metadata, generation}
-	//       tags/
-	//         <tag> -> Tag{commit_id}
-	//   staging/
-	//     <staging_token>/     # partition: one staging token's entries
-	//       key/
-	//         <entry key> -> Value{identity, data} | tombstone
+	//   repo:<repo>-<unique_id>/  # partition: one incarnation of a repository: its refs
+	//     branches/
+	//       <branch> -> Branch{commit_id, staging_token, sealed_tokens[]}
+	//     commits/
+	//       <commit_id> -> Commit{version, committer, message, metarange_id, created, parents[], metadata, generation}
+	//     tags/
+	//       <tag> -> Tag{commit_id}
+	//   staging:<staging_token>/  # partition: one staging token's entries
+	//     key/
+	//       <entry key> -> Value{identity, data} | tombstone
 }

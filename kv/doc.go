@@ -1,6 +1,6 @@
 // Package kv defines the narrow key/value store that all mutable metadata of
-// graveler lives on (seed 004): Get, Set, SetIf, Delete and Scan on
-// (partition, key) pairs, plus Close.
+// graveler lives on (seed 004): Get, Set, SetIf, Delete, DeleteIf and Scan
+// on (partition, key) pairs, plus Close.
 //
 // A partition is a namespace: (partition, key) is unique, key alone is not,
 // and a Scan never crosses into another partition. Partition names are built
@@ -9,7 +9,7 @@
 //
 // Concurrency: every Store method is safe to call from many goroutines. The
 // store gives read-after-write consistency per key and compare-and-swap
-// through SetIf; it gives no multi-key transactions.
+// through SetIf and DeleteIf; it gives no multi-key transactions.
 //
 // Errors: ErrNotFound, ErrPredicateFailed, ErrAmbiguous (a write that may or
 // may not have been applied), ErrKeyTooLarge, ErrValueTooLarge, ErrInvalidKey,

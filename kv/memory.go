@@ -200,6 +200,7 @@ func (s *MemoryStore) Delete(ctx context.Context, partition, key []byte) error {
 		return ErrClosed
 	}
 	if t := s.partitions[string(partition)]; t != nil {
+		// Store.Delete itself: unconditional by contract (under s.mu).
 		t.Delete(memItem{key: key})
 		if t.Len() == 0 {
 			delete(s.partitions, string(partition))
@@ -233,6 +234,7 @@ func (s *MemoryStore) DeleteIf(ctx context.Context, partition, key []byte, pred 
 	if cur == 0 {
 		return nil
 	}
+	// Conditional: the version check above ran under the same lock.
 	t.Delete(memItem{key: key})
 	if t.Len() == 0 {
 		delete(s.partitions, string(partition))

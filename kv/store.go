@@ -63,6 +63,14 @@ type Store interface {
 	Set(ctx context.Context, partition, key, value []byte) error
 	// SetIf stores value only if key's current version is pred (Absent: only
 	// if key does not exist); otherwise it returns ErrPredicateFailed.
+	// On etcd an ambiguous SetIf is settled from the key's history, which
+	// recognizes this attempt by its value: it applied iff the first
+	// change after pred (for Absent: a creation after the attempt was
+	// sent) wrote exactly these bytes. A caller whose value could equal
+	// another writer's, or its own from an earlier attempt, must make it
+	// unique (a random write id in the record); otherwise settling may
+	// report another's write as its own. When the history is compacted
+	// the result is ErrAmbiguous, never a guess.
 	SetIf(ctx context.Context, partition, key, value []byte, pred Predicate) error
 	// Delete removes key. Deleting a missing key is not an error. Use it
 	// only on keys nobody can write again concurrently; a record read
@@ -118,6 +126,7 @@ func DropPartition(ctx context.Context, s Store, partition []byte) (int64, error
 			return n, nil
 		}
 		for _, k := range keys {
+			// Partition drop: its owner is unreachable, so nobody re-creates its keys.
 			if err := s.Delete(ctx, partition, k); err != nil {
 				return n, err
 			}

@@ -548,6 +548,7 @@ func (s *Server) BatchPutEntries(ctx context.Context, req *pb.BatchPutEntriesReq
 func (s *Server) DeleteEntry(ctx context.Context, req *pb.DeleteEntryRequest) (*pb.DeleteEntryResponse, error) {
 	repo, branch, err := parseBranch(req.GetBranch())
 	if err == nil {
+		// Not a kv delete: the service stages a tombstone (a write).
 		err = s.svc.Delete(ctx, repo, branch, req.GetKey())
 	}
 	if err != nil {

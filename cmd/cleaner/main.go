@@ -1,11 +1,13 @@
 // Command cleaner reclaims what repository deletes and commits leave in
 // etcd (package graveler/cleaner). With --once it makes one bounded pass,
 // prints a JSON summary on stdout and exits 0, or 1 when a step failed
-// (the next run retries it); bad flags exit 2. Without --once it runs a
-// pass every --interval while it leads an election among replicas, and
-// serves Prometheus metrics on --metrics-addr. Every flag has a GRAVELER_*
-// environment variable (--etcd-endpoints: GRAVELER_ETCD_ENDPOINTS); a flag
-// on the command line wins. SIGINT/SIGTERM stop it.
+// (the next run retries it) or a record could not be decoded and was
+// skipped (an operator must repair or remove it); bad flags exit 2.
+// Without --once it runs a pass every --interval while it leads an
+// election among replicas, and serves Prometheus metrics on
+// --metrics-addr. Every flag has a GRAVELER_* environment variable
+// (--etcd-endpoints: GRAVELER_ETCD_ENDPOINTS); a flag on the command line
+// wins. SIGINT/SIGTERM stop it.
 package main
 
 import (
@@ -68,6 +70,9 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 	fs.StringVar(&c.etcd.Username, "etcd-username", "", "etcd username")
 	fs.StringVar(&c.etcd.Password, "etcd-password", "", "etcd password (prefer the environment variable)")
 	fs.DurationVar(&c.etcd.DialTimeout, "etcd-dial-timeout", 5*time.Second, "etcd dial timeout")
+	fs.DurationVar(&c.etcd.RequestTimeout, "etcd-request-timeout", etcdkv.DefaultRequestTimeout, "bound on each attempt of an etcd request: a read that runs out is sent again, a write settled (negative: only --timeout)")
+	fs.DurationVar(&c.etcd.DialKeepAliveTime, "etcd-keepalive-time", etcdkv.DefaultDialKeepAliveTime, "silence on a connection with requests in flight before the client pings the etcd member (at least 10s; negative: no pings)")
+	fs.DurationVar(&c.etcd.DialKeepAliveTimeout, "etcd-keepalive-timeout", etcdkv.DefaultDialKeepAliveTimeout, "unanswered ping after which the connection to an etcd member is closed")
 	fs.Int64Var(&c.cleaner.MaxKeys, "max-keys", 0, "keys one pass may reclaim, checked before each partition (0: no bound)")
 	fs.DurationVar(&c.cleaner.Timeout, "timeout", 0, "bound on one pass; a pass cut short is finished by the next (0: none)")
 	fs.BoolVar(&c.cleaner.Sweep, "sweep", false, "also reclaim partitions that nothing references (a full pass over partition names)")
@@ -141,13 +146,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	defer store.Close()
 	cfg.cleaner.Logger = log
-	cfg.cleaner.Lister = cleaner.NewEtcdLister(store.Client(), store.Prefix())
+	cfg.cleaner.Lister = store
 
 	if cfg.once {
 		sum, err := cleaner.New(store, cfg.cleaner).RunOnce(ctx)
 		out, _ := json.Marshal(sum)
 		fmt.Fprintln(stdout, string(out))
-		if err != nil || sum.Errors > 0 {
+		if err != nil || sum.Errors > 0 || sum.SkippedRecords > 0 {
 			return 1
 		}
 		return 0

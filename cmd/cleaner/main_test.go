@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -16,6 +17,7 @@ import (
 	"graveler/graveler"
 	"graveler/graveler/ref"
 	"graveler/keys"
+	"graveler/kv"
 )
 
 func noEnv(string) string { return "" }
@@ -26,7 +28,8 @@ func TestHelpListsFlags(t *testing.T) {
 		t.Fatalf("--help: exit %d\n%s", code, errOut.String())
 	}
 	for _, f := range []string{"once", "interval", "etcd-endpoints", "etcd-prefix", "etcd-ca", "etcd-cert", "etcd-key",
-		"etcd-username", "etcd-password", "max-keys", "timeout", "sweep", "sweep-grace", "dry-run", "metrics-addr"} {
+		"etcd-username", "etcd-password", "etcd-request-timeout", "etcd-keepalive-time", "etcd-keepalive-timeout",
+		"max-keys", "timeout", "sweep", "sweep-grace", "dry-run", "metrics-addr"} {
 		if !strings.Contains(errOut.String(), "  -"+f+" ") && !strings.Contains(errOut.String(), "  -"+f+"\n") {
 			t.Errorf("--help does not list -%s", f)
 		}
@@ -35,6 +38,18 @@ func TestHelpListsFlags(t *testing.T) {
 	args := []string{"--once", "--etcd-endpoints=http://etcd:2379", "--etcd-prefix=/graveler", "--max-keys=10000", "--timeout=10m", "--sweep", "--dry-run", "--help"}
 	if code := run(t.Context(), args, noEnv, &out, &errOut); code != 0 {
 		t.Fatalf("CronJob arguments with --help: exit %d\n%s", code, errOut.String())
+	}
+}
+
+func TestEtcdRequestFlags(t *testing.T) {
+	env := map[string]string{"GRAVELER_ETCD_REQUEST_TIMEOUT": "750ms"}
+	c, err := parse([]string{"--etcd-endpoints=x", "--etcd-keepalive-time=20s"}, func(k string) string { return env[k] }, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.etcd.RequestTimeout != 750*time.Millisecond || c.etcd.DialKeepAliveTime != 20*time.Second ||
+		c.etcd.DialKeepAliveTimeout != etcdkv.DefaultDialKeepAliveTimeout {
+		t.Fatalf("etcd request bounds: %+v", c.etcd)
 	}
 }
 
@@ -116,6 +131,62 @@ func TestOnce(t *testing.T) {
 
 func clientPrefix() clientv3.OpOption { return clientv3.WithPrefix() }
 
+// TestOnceSkipsUndecodableRecords: an undecodable repository record and
+// an undecodable branch record do not stop --once: the deleted repository
+// is reclaimed, the summary counts both skips, and the exit code is 1 so a
+// CronJob reports the records for an operator.
+func TestOnceSkipsUndecodableRecords(t *testing.T) {
+	srv := etcdkvtest.NewServer(t)
+	store := etcdkvtest.NewStoreOn(t, srv, etcdkv.Config{})
+	ctx := t.Context()
+	m := ref.New(store, ref.Config{})
+	params := graveler.Repository{StorageNamespace: "mem://ns", DefaultBranchID: "main"}
+	initial := graveler.Commit{Committer: "t", Message: "init"}
+	doomed, err := m.CreateRepository(ctx, "doomed", params, initial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.DeleteRepository(ctx, "doomed"); err != nil {
+		t.Fatal(err)
+	}
+	live, err := m.CreateRepository(ctx, "live", params, initial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	garbage := []byte{0xff, 0xff, 0xff}
+	if err := store.Set(ctx, keys.Graveler(), keys.Repository("bad"), garbage); err != nil {
+		t.Fatal(err)
+	}
+	livePart := keys.RepositoryPartition("live", string(live.UniqueID))
+	if err := store.Set(ctx, livePart, keys.Branch("broken"), garbage); err != nil {
+		t.Fatal(err)
+	}
+
+	var out, errOut bytes.Buffer
+	code := run(ctx, []string{"--once", "--etcd-endpoints=" + strings.Join(srv.Endpoints(), ",")}, noEnv, &out, &errOut)
+	if code != 1 {
+		t.Fatalf("--once with undecodable records: exit %d, want 1\nstdout: %s\nstderr: %s", code, out.String(), errOut.String())
+	}
+	var sum cleaner.Summary
+	if err := json.Unmarshal(out.Bytes(), &sum); err != nil {
+		t.Fatalf("summary %q: %v", out.String(), err)
+	}
+	if sum.SkippedRecords != 2 || sum.RepositoriesReclaimed != 1 || sum.Errors != 0 {
+		t.Fatalf("summary %+v", sum)
+	}
+	for _, want := range []string{`"key":"repos/bad"`, `"key":"branches/broken"`} {
+		if !strings.Contains(errOut.String(), want) {
+			t.Errorf("log does not name %s:\n%s", want, errOut.String())
+		}
+	}
+	for e, err := range store.Scan(ctx, keys.RepositoryPartition("doomed", string(doomed.UniqueID)), kv.ScanOptions{}) {
+		t.Fatalf("deleted repository not reclaimed: %q, %v", e.Key, err)
+	}
+	if _, err := m.GetRepository(ctx, "live"); err != nil {
+		t.Fatalf("live repository: %v", err)
+	}
+}
+
 // TestDaemon: without --once the cleaner elects itself, makes passes until
 // the work list is empty, serves metrics, and exits 0 when stopped.
 func TestDaemon(t *testing.T) {
@@ -137,9 +208,9 @@ func TestDaemon(t *testing.T) {
 			"--metrics-addr=127.0.0.1:0", "--election-ttl=5"}, noEnv, &out, &errOut)
 	}()
 	// Wait for the work list to drain (a watch, not a timer).
-	w := srv.Client.Watch(ctx, etcdkv.DefaultPrefix+"/"+keys.PartitionDeleted+"/", clientPrefix())
+	w := srv.Client.Watch(ctx, store.RawPrefix(keys.Deleted()), clientPrefix())
 	for {
-		resp, err := srv.Client.Get(ctx, etcdkv.DefaultPrefix+"/"+keys.PartitionDeleted+"/", clientPrefix())
+		resp, err := srv.Client.Get(ctx, store.RawPrefix(keys.Deleted()), clientPrefix())
 		if err != nil {
 			t.Fatal(err)
 		}

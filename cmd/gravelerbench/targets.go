@@ -55,6 +55,7 @@ func (r *rawEtcd) get(ctx context.Context, worker int, key []byte) error {
 
 // cleanup deletes every key this run wrote.
 func (r *rawEtcd) cleanup(ctx context.Context) error {
+	// The run's own prefix, after its writers stopped: nobody re-creates these keys.
 	_, err := r.clients[0].Delete(ctx, r.prefix, clientv3.WithPrefix())
 	return err
 }

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"graveler/etcdkv"
 	"graveler/graveler"
 	"graveler/graveler/staging"
 	"graveler/server/daemon"
@@ -46,6 +47,9 @@ func parse(args []string, getenv func(string) string) (daemon.Config, error) {
 	fs.StringVar(&c.Etcd.Password, "etcd-password", "", "etcd password (prefer the environment variable)")
 	fs.StringVar(&c.Etcd.Prefix, "etcd-prefix", daemon.DefaultEtcdPrefix, "root prefix of every key in etcd")
 	fs.DurationVar(&dialTimeout, "etcd-dial-timeout", 5*time.Second, "etcd dial timeout")
+	fs.DurationVar(&c.Etcd.RequestTimeout, "etcd-request-timeout", etcdkv.DefaultRequestTimeout, "bound on each attempt of an etcd request: a read that runs out is sent again, a write settled, so a stopped member costs a call at most this (negative: only the call's deadline)")
+	fs.DurationVar(&c.Etcd.KeepAliveTime, "etcd-keepalive-time", etcdkv.DefaultDialKeepAliveTime, "silence on a connection with requests in flight before the client pings the etcd member (at least 10s; negative: no pings)")
+	fs.DurationVar(&c.Etcd.KeepAliveTimeout, "etcd-keepalive-timeout", etcdkv.DefaultDialKeepAliveTimeout, "unanswered ping after which the connection to an etcd member is closed")
 	fs.StringVar(&c.StorageNamespaceRoot, "storage-namespace-root", "", "default blob store root for new repositories (default file://<data-dir>/blobs)")
 	fs.StringVar(&c.RangeCacheDir, "range-cache-dir", "", "range cache directory (default <data-dir>/cache)")
 	fs.Int64Var(&cacheSize, "range-cache-size", daemon.DefaultRangeCacheSize, "range cache size in bytes")

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"graveler/etcdkv"
 	"graveler/server/daemon"
 )
 
@@ -87,5 +88,26 @@ func TestParseCommitTuning(t *testing.T) {
 		if !errors.Is(err, daemon.ErrInvalidConfig) || !strings.Contains(err.Error(), "commit read rate") {
 			t.Errorf("commit read rate %s: %v", bad, err)
 		}
+	}
+}
+
+func TestParseEtcdRequestBounds(t *testing.T) {
+	c, err := parse(nil, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Etcd.RequestTimeout != etcdkv.DefaultRequestTimeout || c.Etcd.KeepAliveTime != etcdkv.DefaultDialKeepAliveTime || c.Etcd.KeepAliveTimeout != etcdkv.DefaultDialKeepAliveTimeout {
+		t.Fatalf("defaults: %+v", c.Etcd)
+	}
+	env := map[string]string{"GRAVELER_ETCD_REQUEST_TIMEOUT": "750ms", "GRAVELER_ETCD_KEEPALIVE_TIMEOUT": "3s"}
+	c, err = parse([]string{"-etcd-keepalive-time", "20s"}, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Etcd.RequestTimeout != 750*time.Millisecond || c.Etcd.KeepAliveTime != 20*time.Second || c.Etcd.KeepAliveTimeout != 3*time.Second {
+		t.Fatalf("flags and env not applied: %+v", c.Etcd)
+	}
+	if _, err := parse([]string{"-etcd-keepalive-timeout", "-1s"}, func(string) string { return "" }); !errors.Is(err, daemon.ErrInvalidConfig) {
+		t.Fatalf("negative keepalive timeout: %v", err)
 	}
 }

@@ -446,6 +446,7 @@ func (c *CachedBlobStore) Delete(ctx context.Context, ns graveler.StorageNamespa
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	// A blob, not a kv record: content-addressed and immutable.
 	err := c.inner.Delete(ctx, ns, name)
 	// Even if the inner delete failed, a missing cached copy only costs a read.
 	key := cacheKey(ns, name)

@@ -190,10 +190,14 @@ func (m *Manager) BranchUpdate(ctx context.Context, repo *graveler.RepositoryRec
 	}
 }
 
-// DeleteBranch deletes a branch. Its staging and sealed tokens are queued
-// for the cleaner before the record goes, so a crash leaks nothing. The
-// store has no conditional delete: the record is re-read after queueing and
-// the tokens of any newer version queued too, before the Delete.
+// DeleteBranch deletes a branch. The staging and sealed tokens of the
+// version read are queued for the cleaner, then the record is removed with
+// DeleteIf at that version, so a crash leaks nothing and the tokens of
+// every version removed are queued. If the branch changed in between (a
+// commit, or a delete and re-create of the name), the newer version is
+// read and the same is done for it, with backoff, up to
+// Config.BranchUpdateMaxRetries times (then ErrTooManyRetries). A branch
+// found gone on a re-read was deleted concurrently: done.
 func (m *Manager) DeleteBranch(ctx context.Context, repo *graveler.RepositoryRecord, id graveler.BranchID) error {
 	part, err := repoPartition(repo)
 	if err != nil {
@@ -213,25 +217,29 @@ func (m *Manager) DeleteBranch(ctx context.Context, repo *graveler.RepositoryRec
 		if err := m.DeleteStagingTokens(ctx, append([]graveler.StagingToken{b.StagingToken}, b.SealedTokens...)); err != nil {
 			return fmt.Errorf("delete branch %s of repository %s: %w", id, repo.RepositoryID, err)
 		}
-		again, againPred, err := m.readBranch(ctx, part, repo.RepositoryID, id)
+		err := m.store.DeleteIf(ctx, part, keys.Branch(string(id)), pred)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, kv.ErrPredicateFailed) {
+			return storeErr(err, "delete branch %s of repository %s", id, repo.RepositoryID)
+		}
+		if attempt >= m.cfg.BranchUpdateMaxRetries {
+			branchUpdateGiveUps.Inc()
+			return fmt.Errorf("delete branch %s of repository %s after %d retries: %w", id, repo.RepositoryID, attempt, graveler.ErrTooManyRetries)
+		}
+		branchUpdateRetries.Inc()
+		if err := m.backoff(ctx, attempt); err != nil {
+			return err
+		}
+		b, pred, err = m.readBranch(ctx, part, repo.RepositoryID, id)
 		if errors.Is(err, graveler.ErrBranchNotFound) {
-			return nil // deleted concurrently, after its tokens were queued
+			return nil // deleted concurrently, by a delete that queued its tokens
 		}
 		if err != nil {
 			return err
 		}
-		if againPred == pred {
-			break
-		}
-		if attempt >= m.cfg.BranchUpdateMaxRetries {
-			return fmt.Errorf("delete branch %s of repository %s: %w", id, repo.RepositoryID, graveler.ErrTooManyRetries)
-		}
-		b, pred = again, againPred
 	}
-	if err := m.store.Delete(ctx, part, keys.Branch(string(id))); err != nil {
-		return storeErr(err, "delete branch %s of repository %s", id, repo.RepositoryID)
-	}
-	return nil
 }
 
 // ListBranches walks branches by name, or by commit id (then name). By
@@ -340,8 +348,9 @@ func (m *Manager) BranchFenceReads(repo *graveler.RepositoryRecord, id graveler.
 }
 
 // ParseBranchFence checks the records BranchFenceReads named, as read
-// after a staged write: a write into a repository deleted, not yet active
-// or created again meanwhile is refused, like one into a missing branch.
+// after a staged write: a write into a repository deleted, being deleted
+// (ErrRepositoryDeleting), not yet active or created again meanwhile is
+// refused, like one into a missing branch.
 func (m *Manager) ParseBranchFence(repo *graveler.RepositoryRecord, id graveler.BranchID, got []kv.Entry) (*graveler.RepositoryRecord, *graveler.Branch, error) {
 	if len(got) != 2 {
 		return nil, nil, fmt.Errorf("ref: branch fence: %d records read, want 2", len(got))
@@ -354,10 +363,12 @@ func (m *Manager) ParseBranchFence(repo *graveler.RepositoryRecord, id graveler.
 		return nil, nil, fmt.Errorf("repository %s: %w", repo.RepositoryID, err)
 	}
 	switch {
-	case r.State != graveler.RepositoryStateActive:
-		return nil, nil, fmt.Errorf("%w: %s (%s)", graveler.ErrRepositoryNotFound, repo.RepositoryID, r.State)
 	case r.UniqueID != repo.UniqueID:
 		return nil, nil, fmt.Errorf("%w: %s was deleted and created again", graveler.ErrRepositoryNotFound, repo.RepositoryID)
+	case r.State == graveler.RepositoryStateDeleting:
+		return nil, nil, fmt.Errorf("%w: %s", graveler.ErrRepositoryDeleting, repo.RepositoryID)
+	case r.State != graveler.RepositoryStateActive:
+		return nil, nil, fmt.Errorf("%w: %s (%s)", graveler.ErrRepositoryNotFound, repo.RepositoryID, r.State)
 	}
 	if got[1].Predicate.IsAbsent() {
 		return nil, nil, fmt.Errorf("%w: %s in repository %s", graveler.ErrBranchNotFound, id, repo.RepositoryID)

@@ -38,6 +38,9 @@ func (m *Manager) RetireRepository(ctx context.Context, id graveler.RepositoryID
 		return false, nil
 	}
 	if err := m.retire(ctx, id, r, pred); err != nil {
+		if errors.Is(err, errStillCounts) {
+			return false, nil // a create finished late: it is live now
+		}
 		return false, fmt.Errorf("retire repository %s incarnation %s: %w", id, uid, err)
 	}
 	if r.State == graveler.RepositoryStateInitial {

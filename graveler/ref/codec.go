@@ -1,6 +1,7 @@
 package ref
 
 import (
+	"crypto/rand"
 	"fmt"
 	"time"
 
@@ -13,7 +14,10 @@ import (
 
 // Format versions of the stored records. A reader accepts versions up to
 // these and refuses newer ones with ErrUnknownFormat, so a rolled-back
-// binary fails loudly instead of dropping fields it does not know.
+// binary fails loudly instead of dropping fields it does not know. A field
+// a reader may ignore (write_id) needs no new version: records written
+// before it existed decode unchanged, and an older reader loses nothing by
+// skipping it.
 const (
 	RepositoryFormatVersion = 1
 	BranchFormatVersion     = 1
@@ -48,6 +52,18 @@ var stateToPB = map[graveler.RepositoryState]refpb.RepositoryState{
 	graveler.RepositoryStateDeleting: refpb.RepositoryState_REPOSITORY_STATE_DELETING,
 }
 
+// newWriteID returns the write_id of one encoded record. Repository,
+// branch and tag records are rewritten in place by compare-and-swap; the
+// etcd store settles an ambiguous one by finding its own value in the
+// key's history, so every write must store bytes no other write stores,
+// even one of the same logical content. Commit records are content
+// addressed and written once, so they carry none.
+func newWriteID() []byte {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // never fails (crypto/rand aborts the process instead)
+	return b
+}
+
 func encodeRepository(r *graveler.Repository) ([]byte, error) {
 	st, ok := stateToPB[r.State]
 	if !ok {
@@ -60,6 +76,7 @@ func encodeRepository(r *graveler.Repository) ([]byte, error) {
 		CreationDate:     tsOrNil(r.CreationDate),
 		State:            st,
 		UniqueId:         string(r.UniqueID),
+		WriteId:          newWriteID(),
 	})
 }
 
@@ -102,6 +119,7 @@ func encodeBranch(b *graveler.Branch) ([]byte, error) {
 		CommitId:      string(b.CommitID),
 		StagingToken:  string(b.StagingToken),
 		SealedTokens:  sealed,
+		WriteId:       newWriteID(),
 	})
 }
 
@@ -175,7 +193,7 @@ func decodeCommit(data []byte) (*graveler.Commit, error) {
 }
 
 func encodeTag(id graveler.CommitID) ([]byte, error) {
-	return proto.Marshal(&refpb.Tag{FormatVersion: TagFormatVersion, CommitId: string(id)})
+	return proto.Marshal(&refpb.Tag{FormatVersion: TagFormatVersion, CommitId: string(id), WriteId: newWriteID()})
 }
 
 func decodeTag(data []byte) (graveler.CommitID, error) {

@@ -10,8 +10,18 @@
 // Config.RepositoryCreationTimeout, when the next caller that meets it queues
 // it under graveler_deleted/repos/<repo>/<unique id> for the cleaner. Delete
 // marks the record deleting, queues it, then removes it: the name is free
-// at once and the old partition is unreachable. Deleted branches and
-// staging tokens are queued under graveler_deleted/tokens/<token>.
+// at once and the old partition is unreachable. GetRepository answers
+// graveler.ErrRepositoryDeleting for a deleting record (a delete in
+// progress, or one that stopped part way) and ErrRepositoryNotFound for an
+// initial one; listings show active repositories only. Deleted branches
+// and staging tokens are queued under graveler_deleted/tokens/<token>.
+//
+// A record read earlier is removed only at the version read
+// (kv.Store.DeleteIf): a repository, branch or tag deleted and created
+// again meanwhile is never removed by the older delete. Repository, branch
+// and tag records carry a write id fresh for every write (refpb), so no
+// two writes of a key store the same bytes, which is what lets the etcd
+// store settle an ambiguous compare-and-swap from the key's history.
 //
 // Branches change only through compare-and-swap (BranchUpdate: a bounded,
 // jittered read-modify-SetIf loop). GetBranch amortizes reads: concurrent

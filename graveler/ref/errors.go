@@ -18,6 +18,10 @@ var (
 	// replaced or removed while CreateRepository was writing its refs; the
 	// half-created incarnation is queued for the cleaner.
 	ErrRepositoryCreationRaced = fmt.Errorf("ref: repository changed during creation: %w", graveler.ErrConflict)
+
+	// errStillCounts: a record being retired was made active meanwhile
+	// (a create that finished late), so it is no longer retirable.
+	errStillCounts = fmt.Errorf("ref: repository record changed: %w", graveler.ErrConflict)
 )
 
 // storeErr wraps an error from the kv store with context, adding the

@@ -148,11 +148,12 @@ func (m *Manager) newIncarnation(repo graveler.Repository, state graveler.Reposi
 // error, maybeWritten reports whether rec may nevertheless have landed
 // (a write with an unknown outcome).
 func (m *Manager) claimName(ctx context.Context, id graveler.RepositoryID, rec *graveler.Repository) (maybeWritten bool, err error) {
-	data, err := encodeRepository(rec)
-	if err != nil {
-		return false, err
-	}
 	for attempt := 0; ; attempt++ {
+		// Encoded per attempt: every write carries its own write id.
+		data, err := encodeRepository(rec)
+		if err != nil {
+			return false, err
+		}
 		old, pred, err := m.getRepositoryRecord(ctx, id)
 		switch {
 		case errors.Is(err, graveler.ErrRepositoryNotFound):
@@ -228,6 +229,11 @@ func (m *Manager) populate(ctx context.Context, repo *graveler.RepositoryRecord,
 		return err
 	}
 	cur, pred, err := m.getRepositoryRecord(ctx, repo.RepositoryID)
+	if errors.Is(err, graveler.ErrRepositoryNotFound) {
+		// Retired meanwhile (past the creation timeout): a create that
+		// raced, not a missing repository.
+		return fmt.Errorf("%w: %s was retired", ErrRepositoryCreationRaced, repo.RepositoryID)
+	}
 	if err != nil {
 		return fmt.Errorf("activate: %w", err)
 	}
@@ -299,8 +305,11 @@ func (m *Manager) CreateBareRepository(ctx context.Context, id graveler.Reposito
 	return &graveler.RepositoryRecord{RepositoryID: id, Repository: rec}, nil
 }
 
-// GetRepository returns an active repository. An initial one past the
-// creation timeout is retired (queued for the cleaner, record removed).
+// GetRepository returns an active repository (seed 003, step 2). A
+// deleting one (a delete in progress, or one that stopped part way) is
+// graveler.ErrRepositoryDeleting; an initial one is
+// graveler.ErrRepositoryNotFound, and once past the creation timeout it is
+// retired on the way (queued for the cleaner, record removed).
 func (m *Manager) GetRepository(ctx context.Context, id graveler.RepositoryID) (*graveler.RepositoryRecord, error) {
 	if err := graveler.ValidateRepositoryID(id); err != nil {
 		return nil, err
@@ -312,6 +321,8 @@ func (m *Manager) GetRepository(ctx context.Context, id graveler.RepositoryID) (
 	switch {
 	case r.State == graveler.RepositoryStateActive:
 		return &graveler.RepositoryRecord{RepositoryID: id, Repository: r}, nil
+	case r.State == graveler.RepositoryStateDeleting:
+		return nil, fmt.Errorf("%w: %s (incarnation %s)", graveler.ErrRepositoryDeleting, id, r.UniqueID)
 	case m.expired(r):
 		if err := m.retire(ctx, id, r, pred); err != nil {
 			m.log.Warn("ref: retiring an expired repository creation", zap.String("repository", string(id)),
@@ -380,7 +391,9 @@ func (m *Manager) ListRepositories(ctx context.Context, opts graveler.ListOption
 
 // DeleteRepository marks the repository deleting, queues its incarnation
 // for the cleaner and removes its record; the name is reusable at once. It
-// also completes a delete that crashed part way (a deleting record).
+// also completes a delete that crashed part way (a deleting record). Two
+// deletes of one incarnation both succeed; neither ever removes a newer
+// incarnation created meanwhile under the name.
 func (m *Manager) DeleteRepository(ctx context.Context, id graveler.RepositoryID) error {
 	if err := graveler.ValidateRepositoryID(id); err != nil {
 		return err
@@ -396,40 +409,79 @@ func (m *Manager) DeleteRepository(ctx context.Context, id graveler.RepositoryID
 }
 
 // retire runs the delete flow on the record r read with pred: SetIf it
-// deleting, Set the cleaner's work item, then remove the record if it is
-// still this incarnation. The kv store has no conditional delete, so the
-// record is re-read just before the Delete to keep the window in which a
-// new incarnation could be removed by it as short as possible.
+// deleting, Set the cleaner's work item, then remove the record with
+// DeleteIf at the version of this incarnation's deleting record. The
+// record may be replaced at any moment by a create of the same name (which
+// takes over a deleting record), so the removal is conditional: a newer
+// incarnation, and whatever was written to it, is never removed by an
+// older delete. A record already gone, or naming another incarnation,
+// means this incarnation is retired: someone finished the job.
 func (m *Manager) retire(ctx context.Context, id graveler.RepositoryID, r *graveler.Repository, pred kv.Predicate) error {
-	if r.State != graveler.RepositoryStateDeleting {
+	key := keys.Repository(string(id))
+	// When r was read deleting, pred is already the version to remove.
+	havePred := r.State == graveler.RepositoryStateDeleting
+	if !havePred {
 		deleting := *r
 		deleting.State = graveler.RepositoryStateDeleting
 		data, err := encodeRepository(&deleting)
 		if err != nil {
 			return err
 		}
-		if err := m.store.SetIf(ctx, keys.Graveler(), keys.Repository(string(id)), data, pred); err != nil {
-			if errors.Is(err, kv.ErrPredicateFailed) {
-				return fmt.Errorf("delete repository %s: %w: %w", id, graveler.ErrConflict, err)
+		err = m.store.SetIf(ctx, keys.Graveler(), key, data, pred)
+		if errors.Is(err, kv.ErrPredicateFailed) {
+			// Changed since read. Only a retire marks a record of this
+			// incarnation deleting and only a create replaces it, so: gone
+			// or replaced means another retirer finished the job; deleting
+			// means one is finishing it, and so do we; anything else (a
+			// late create made it active) still counts.
+			cur, curPred, gerr := m.getRepositoryRecord(ctx, id)
+			switch {
+			case errors.Is(gerr, graveler.ErrRepositoryNotFound):
+				return nil
+			case gerr != nil:
+				return gerr
+			case cur.UniqueID != r.UniqueID:
+				return nil
+			case cur.State != graveler.RepositoryStateDeleting:
+				return fmt.Errorf("delete repository %s: %w: it is %s now: %w", id, errStillCounts, cur.State, err)
 			}
+			pred, havePred, err = curPred, true, nil
+		}
+		if err != nil {
 			return storeErr(err, "mark repository %s deleting", id)
 		}
 	}
 	if err := m.store.Set(ctx, keys.Deleted(), keys.DeletedRepository(string(id), string(r.UniqueID)), m.deletedMarker()); err != nil {
 		return storeErr(err, "queue repository %s incarnation %s", id, r.UniqueID)
 	}
-	cur, _, err := m.getRepositoryRecord(ctx, id)
-	if errors.Is(err, graveler.ErrRepositoryNotFound) {
-		return nil
+	for attempt := 0; ; attempt++ {
+		if !havePred {
+			// SetIf does not return the version it wrote: read it.
+			cur, curPred, err := m.getRepositoryRecord(ctx, id)
+			if errors.Is(err, graveler.ErrRepositoryNotFound) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if cur.UniqueID != r.UniqueID {
+				return nil // already replaced by a new incarnation: ours is gone
+			}
+			pred = curPred
+		}
+		havePred = false
+		err := m.store.DeleteIf(ctx, keys.Graveler(), key, pred)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, kv.ErrPredicateFailed) {
+			return storeErr(err, "remove repository %s record", id)
+		}
+		// Changed since read: removed by another retirer, or replaced by a
+		// create of the name. A deleting record of this incarnation is
+		// never rewritten, but re-reading costs nothing to be sure.
+		if attempt >= m.cfg.BranchUpdateMaxRetries {
+			return fmt.Errorf("remove repository %s record: %w", id, graveler.ErrTooManyRetries)
+		}
 	}
-	if err != nil {
-		return err
-	}
-	if cur.UniqueID != r.UniqueID {
-		return nil // already replaced by a new incarnation: ours is gone
-	}
-	if err := m.store.Delete(ctx, keys.Graveler(), keys.Repository(string(id))); err != nil {
-		return storeErr(err, "remove repository %s record", id)
-	}
-	return nil
 }

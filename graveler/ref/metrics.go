@@ -8,11 +8,11 @@ import (
 var (
 	branchUpdateRetries = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "graveler_branch_update_retries_total",
-		Help: "Branch read-modify-SetIf attempts retried after losing the compare-and-swap.",
+		Help: "Branch read-modify-SetIf (and branch delete) attempts retried after losing the compare-and-swap.",
 	})
 	branchUpdateGiveUps = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "graveler_branch_update_give_ups_total",
-		Help: "Branch updates that gave up with ErrTooManyRetries.",
+		Help: "Branch updates and deletes that gave up with ErrTooManyRetries.",
 	})
 	branchReads = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "graveler_branch_reads_total",

@@ -61,13 +61,30 @@ func (m *Manager) CreateTag(ctx context.Context, repo *graveler.RepositoryRecord
 	return nil
 }
 
-// DeleteTag deletes a tag, or fails with ErrTagNotFound.
+// DeleteTag deletes a tag, or fails with ErrTagNotFound. The record is
+// removed with DeleteIf at the version read: tags are never rewritten, so
+// a changed version means the tag read was deleted meanwhile (and maybe
+// created again, which this delete must not undo). That counts as done.
 func (m *Manager) DeleteTag(ctx context.Context, repo *graveler.RepositoryRecord, id graveler.TagID) error {
-	if _, err := m.GetTag(ctx, repo, id); err != nil {
+	part, err := repoPartition(repo)
+	if err != nil {
 		return err
 	}
-	part, _ := repoPartition(repo) // validated by GetTag
-	if err := m.store.Delete(ctx, part, keys.Tag(string(id))); err != nil {
+	if err := graveler.ValidateTagID(id); err != nil {
+		return err
+	}
+	data, pred, err := m.store.Get(ctx, part, keys.Tag(string(id)))
+	if errors.Is(err, kv.ErrNotFound) {
+		return fmt.Errorf("%w: %s in repository %s", graveler.ErrTagNotFound, id, repo.RepositoryID)
+	}
+	if err != nil {
+		return storeErr(err, "get tag %s of repository %s", id, repo.RepositoryID)
+	}
+	if _, err := decodeTag(data); err != nil {
+		return fmt.Errorf("tag %s of repository %s: %w", id, repo.RepositoryID, err)
+	}
+	err = m.store.DeleteIf(ctx, part, keys.Tag(string(id)), pred)
+	if err != nil && !errors.Is(err, kv.ErrPredicateFailed) {
 		return storeErr(err, "delete tag %s of repository %s", id, repo.RepositoryID)
 	}
 	return nil

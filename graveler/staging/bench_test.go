@@ -65,7 +65,8 @@ func BenchmarkSet(b *testing.B) {
 func BenchmarkList(b *testing.B) {
 	const n = 100_000
 	srv := etcdkvtest.NewServer(b)
-	m := staging.New(etcdkvtest.NewStoreOn(b, srv, etcdkv.Config{}), staging.Config{})
+	store := etcdkvtest.NewStoreOn(b, srv, etcdkv.Config{})
+	m := staging.New(store, staging.Config{})
 	ctx := b.Context()
 	v := &graveler.Value{Identity: make([]byte, 16), Data: make([]byte, 128)}
 	recs := make([]*graveler.ValueRecord, 0, 1000)
@@ -97,7 +98,7 @@ func BenchmarkList(b *testing.B) {
 	})
 	b.Run("raw-one-range", func(b *testing.B) {
 		for b.Loop() {
-			resp, err := srv.Client.Get(ctx, etcdkv.DefaultPrefix+"/"+string(keys.StagingPartition("bench-list"))+"/", clientv3.WithPrefix())
+			resp, err := srv.Client.Get(ctx, store.RawPrefix(keys.StagingPartition("bench-list")), clientv3.WithPrefix())
 			if err != nil || len(resp.Kvs) != n {
 				b.Fatalf("raw range: %v", err)
 			}

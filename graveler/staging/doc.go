@@ -16,7 +16,12 @@
 //
 // Writes: Set is one kv write; SetAndRead is one kv write that also reads
 // other records after it (the writer's fence), one round trip when the store
-// is a kv.SetReader. SetBatch validates every record first, then
+// is a kv.SetReader. Concurrent SetAndRead calls of one token share kv
+// requests within Config.FencedBatchSize and FencedBatchBytes (a request
+// the store refuses as too large is sent again write by write); a caller
+// whose context ends while its write is queued is answered with that
+// error and its write is never sent, and one whose write was sent waits
+// for the request's outcome (see fencedBatcher). SetBatch validates every record first, then
 // writes them with bounded parallelism; it is not atomic. DropByPrefix scans
 // and deletes in chunks, holding one chunk of keys at a time.
 //
@@ -29,9 +34,10 @@
 // exactly once, in order.
 //
 // Concurrency: a Manager is safe for concurrent use by many goroutines and
-// many processes sharing one store; it holds no state besides its
-// configuration and takes no locks. It needs no Close; the caller owns and
-// closes the store. The iterators List returns are not safe for concurrent
+// many processes sharing one store; besides its configuration it holds
+// only the fenced writes queued behind a request in flight (under a mutex
+// never held across a kv call), and starts a goroutine only to send a
+// queued batch. It needs no Close; the caller owns and closes the store. The iterators List returns are not safe for concurrent
 // use and must be closed.
 //
 // Errors: graveler.ErrEntryNotFound (Get of a key with nothing staged);

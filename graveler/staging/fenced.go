@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"graveler/graveler"
@@ -14,27 +16,132 @@ import (
 
 // Fenced writes are group-committed: one kv.SetAndRead per staging token
 // and set of reads is in flight at a time. A writer that finds none in
-// flight sends its own at once, so a lone writer waits for nothing; writers
-// that arrive meanwhile queue and go together in the next one, up to
-// Config.FencedBatchSize writes and FencedBatchBytes bytes. Every writer of
-// a batch gets the same reads, made after all its writes, which is all
-// the fence asks. A queued batch runs on a context of its own (bounded by
-// fencedBatchTimeout), so one writer giving up does not fail the others.
+// flight sends its own at once, on its own context, so a lone writer waits
+// for nothing; writers that arrive meanwhile queue and go together in the
+// next one. Every writer of a batch gets the same reads, made after all its
+// writes, which is all the fence asks.
+//
+// Limits: a batch holds more than one write only while it stays within
+// Config.FencedBatchSize distinct keys and Config.FencedBatchBytes bytes,
+// also when a later write of a key already queued replaces the earlier
+// one's value; a write larger than the byte limit goes in a batch alone.
+// If the store refuses a shared request for its size or its number of
+// operations (kv.ErrValueTooLarge, kv.ErrKeyTooLarge, kv.ErrTooManyOps),
+// nothing of it was applied, and each write of the batch is sent again on
+// its own, so only a write too large by itself fails.
+//
+// Callers that give up: a writer whose context ends while its batch is
+// still queued is taken out of the batch and answered with its context's
+// error; its write is never sent. Once a batch is sent, its writers wait
+// for the request's outcome, even past their own deadlines, so nobody is
+// answered while a write of theirs may still land. A batch's request runs
+// on a context of its own that ends when the contexts of all its writers
+// have ended (with the latest of their deadlines, when all have one), so
+// one writer giving up does not fail the others, and a request nobody
+// waits for any more is abandoned as a lone writer's would be.
 
-// fencedBatchTimeout bounds one batch's kv request, settling included.
-const fencedBatchTimeout = 30 * time.Second
-
-type fencedBatch struct {
-	writes []kv.Write
-	index  map[string]int // write key -> position, to fold a key written twice
-	bytes  int
-	reads  []kv.KeyRef
+// fencedWaiter is one caller's write waiting in a queued batch.
+type fencedWaiter struct {
+	ctx  context.Context
+	w    kv.Write
+	size int
+	// queued is the batch holding it while that batch waits to be sent;
+	// nil once it was sent or taken out. Guarded by fencedBatcher.mu.
+	queued *fencedBatch
+	stop   func() bool // stops watching ctx
 	done   chan struct{}
 	got    []kv.Entry
 	err    error
 }
 
-// fencedGroup is the state of one (token, reads) pair.
+// finish answers the waiter.
+func (wt *fencedWaiter) finish(got []kv.Entry, err error) {
+	wt.got, wt.err = got, err
+	close(wt.done)
+}
+
+// fencedBatch is a queued request: for each distinct key, the writers of
+// it in arrival order, the last one's value being the one sent.
+type fencedBatch struct {
+	reads   []kv.KeyRef
+	keys    []string
+	waiters map[string][]*fencedWaiter
+	n       int // waiters
+	bytes   int // of the writes to send
+}
+
+func newFencedBatch(reads []kv.KeyRef) *fencedBatch {
+	return &fencedBatch{reads: reads, waiters: map[string][]*fencedWaiter{}}
+}
+
+// fits reports whether wt can join b without b going over the limits.
+func (b *fencedBatch) fits(wt *fencedWaiter, maxWrites, maxBytes int) bool {
+	if ws, ok := b.waiters[string(wt.w.Key)]; ok {
+		return b.bytes-ws[len(ws)-1].size+wt.size <= maxBytes
+	}
+	return len(b.keys) < maxWrites && b.bytes+wt.size <= maxBytes
+}
+
+// add puts wt in b. A key already in b takes the later value: the two
+// writes are concurrent, so either order is a valid outcome, and the
+// earlier writer shares the later one's answer.
+func (b *fencedBatch) add(wt *fencedWaiter) {
+	k := string(wt.w.Key)
+	ws, ok := b.waiters[k]
+	if ok {
+		b.bytes -= ws[len(ws)-1].size
+	} else {
+		b.keys = append(b.keys, k)
+	}
+	b.waiters[k] = append(ws, wt)
+	b.bytes += wt.size
+	b.n++
+	wt.queued = b
+}
+
+// remove takes wt out of b; if it was the key's last writer, the one
+// before it (if any) has its value sent again.
+func (b *fencedBatch) remove(wt *fencedWaiter) {
+	k := string(wt.w.Key)
+	ws := b.waiters[k]
+	i := slices.Index(ws, wt)
+	if i < 0 {
+		return
+	}
+	b.bytes -= ws[len(ws)-1].size
+	ws = slices.Delete(ws, i, i+1)
+	if len(ws) == 0 {
+		delete(b.waiters, k)
+		b.keys = slices.DeleteFunc(b.keys, func(s string) bool { return s == k })
+	} else {
+		b.waiters[k] = ws
+		b.bytes += ws[len(ws)-1].size
+	}
+	b.n--
+	wt.queued = nil
+}
+
+// writes returns the writes to send, one per key.
+func (b *fencedBatch) writes() []kv.Write {
+	out := make([]kv.Write, 0, len(b.keys))
+	for _, k := range b.keys {
+		ws := b.waiters[k]
+		out = append(out, ws[len(ws)-1].w)
+	}
+	return out
+}
+
+// all returns every waiter of b.
+func (b *fencedBatch) all() []*fencedWaiter {
+	out := make([]*fencedWaiter, 0, b.n)
+	for _, k := range b.keys {
+		out = append(out, b.waiters[k]...)
+	}
+	return out
+}
+
+// fencedGroup is the state of one (token, reads) pair: whether a request
+// is in flight, and the batches queued behind it.
 type fencedGroup struct {
 	inFlight bool
 	queue    []*fencedBatch
@@ -60,10 +167,15 @@ func groupKey(part []byte, reads []kv.KeyRef) string {
 	return k
 }
 
+// tooLarge reports whether the store refused a request for its size or
+// its number of operations, which it does before applying any of it.
+func tooLarge(err error) bool {
+	return errors.Is(err, kv.ErrValueTooLarge) || errors.Is(err, kv.ErrKeyTooLarge) || errors.Is(err, kv.ErrTooManyOps)
+}
+
 // do writes w and returns reads made after it, sharing the request with
 // concurrent calls of the same group.
 func (fb *fencedBatcher) do(ctx context.Context, w kv.Write, reads []kv.KeyRef) ([]kv.Entry, error) {
-	size := len(w.Partition) + len(w.Key) + len(w.Value)
 	gk := groupKey(w.Partition, reads)
 	fb.mu.Lock()
 	g := fb.groups[gk]
@@ -84,86 +196,155 @@ func (fb *fencedBatcher) do(ctx context.Context, w kv.Write, reads []kv.KeyRef) 
 		fb.handOff(gk, g)
 		return got, err
 	}
-	b := fb.enqueue(g, w, size, reads)
+	wt := &fencedWaiter{ctx: ctx, w: w, size: len(w.Partition) + len(w.Key) + len(w.Value), done: make(chan struct{})}
+	fb.enqueue(g, wt, reads)
+	wt.stop = context.AfterFunc(ctx, func() { fb.abandon(g, wt) })
 	fb.mu.Unlock()
-	select {
-	case <-b.done:
-		fencedWrites.Inc()
-		if b.err != nil && len(b.writes) > 1 && (errors.Is(b.err, kv.ErrValueTooLarge) || errors.Is(b.err, kv.ErrKeyTooLarge) || errors.Is(b.err, kv.ErrTooManyOps)) {
-			// The store refused the shared request for its size, or for
-			// one write of it: on its own, this write gets its own answer.
-			return kv.SetAndRead(ctx, fb.store, []kv.Write{w}, reads)
-		}
-		return b.got, b.err
-	case <-ctx.Done():
-		// The batch may still apply the write: the caller never hears it
-		// was acknowledged, which is all an error promises.
-		return nil, ctx.Err()
-	}
+	// No select on ctx here: a waiter taken out of its batch is answered
+	// by abandon, and one whose batch was sent waits for the outcome.
+	<-wt.done
+	wt.stop()
+	fencedWrites.Inc()
+	return wt.got, wt.err
 }
 
-func newFencedBatch(reads []kv.KeyRef) *fencedBatch {
-	return &fencedBatch{reads: reads, index: map[string]int{}, done: make(chan struct{})}
-}
-
-// add puts w in b. A key already in b takes the later value: the two
-// writes are concurrent, so either order is a valid outcome.
-func (b *fencedBatch) add(w kv.Write, size int) {
-	k := string(w.Key)
-	if i, ok := b.index[k]; ok {
-		b.bytes += len(w.Value) - len(b.writes[i].Value)
-		b.writes[i] = w
+// enqueue adds wt to the group's last queued batch, or to a new one when
+// that one cannot take it. fb.mu is held.
+func (fb *fencedBatcher) enqueue(g *fencedGroup, wt *fencedWaiter, reads []kv.KeyRef) {
+	if n := len(g.queue); n > 0 && g.queue[n-1].fits(wt, fb.maxWrites, fb.maxBytes) {
+		g.queue[n-1].add(wt)
 		return
 	}
-	b.index[k] = len(b.writes)
-	b.writes = append(b.writes, w)
-	b.bytes += size
-}
-
-// enqueue adds w to the group's last queued batch, or to a new one when
-// that is full. fb.mu is held.
-func (fb *fencedBatcher) enqueue(g *fencedGroup, w kv.Write, size int, reads []kv.KeyRef) *fencedBatch {
-	if n := len(g.queue); n > 0 {
-		last := g.queue[n-1]
-		_, dup := last.index[string(w.Key)]
-		if dup || (len(last.writes) < fb.maxWrites && last.bytes+size <= fb.maxBytes) {
-			last.add(w, size)
-			return last
-		}
-	}
 	b := newFencedBatch(reads)
-	b.add(w, size)
+	b.add(wt)
 	g.queue = append(g.queue, b)
-	return b
 }
 
-// run sends a queued batch on a context of its own (the writers in it
-// each wait on theirs), then hands off to the next.
-func (fb *fencedBatcher) run(gk string, g *fencedGroup, b *fencedBatch) {
-	ctx, cancel := context.WithTimeout(context.Background(), fencedBatchTimeout)
-	b.got, b.err = kv.SetAndRead(ctx, fb.store, b.writes, b.reads)
-	cancel()
-	fencedBatches.Inc()
-	fencedBatchWrites.Observe(float64(len(b.writes)))
-	close(b.done)
-	fb.handOff(gk, g)
+// abandon takes a waiter whose context ended out of its batch, if that
+// batch has not been sent, and answers it; a batch left empty is dropped.
+func (fb *fencedBatcher) abandon(g *fencedGroup, wt *fencedWaiter) {
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	b := wt.queued
+	if b == nil {
+		return // sent: the waiter waits for the outcome
+	}
+	b.remove(wt)
+	if b.n == 0 {
+		g.queue = slices.DeleteFunc(g.queue, func(q *fencedBatch) bool { return q == b })
+	}
+	wt.finish(nil, wt.ctx.Err())
 }
 
 // handOff starts the group's next queued batch, if any, on a goroutine of
 // its own, so that the writer whose request just finished returns at once;
-// otherwise the group is idle and forgotten.
+// otherwise the group is idle and forgotten. Writers whose context has
+// ended are taken out first: a batch is sent with live writers only.
 func (fb *fencedBatcher) handOff(gk string, g *fencedGroup) {
 	fb.mu.Lock()
-	var next *fencedBatch
-	if len(g.queue) == 0 {
-		g.inFlight = false
-		delete(fb.groups, gk)
-	} else {
-		next, g.queue = g.queue[0], g.queue[1:]
+	defer fb.mu.Unlock()
+	for len(g.queue) > 0 {
+		b := g.queue[0]
+		g.queue = g.queue[1:]
+		for _, wt := range b.all() {
+			if err := wt.ctx.Err(); err != nil {
+				b.remove(wt)
+				wt.finish(nil, err)
+				continue
+			}
+			wt.queued = nil
+		}
+		if b.n > 0 {
+			go fb.run(gk, g, b)
+			return
+		}
 	}
-	fb.mu.Unlock()
-	if next != nil {
-		go fb.run(gk, g, next)
+	g.inFlight = false
+	delete(fb.groups, gk)
+}
+
+// run sends a batch, answers its writers and hands off to the next.
+func (fb *fencedBatcher) run(gk string, g *fencedGroup, b *fencedBatch) {
+	waiters := b.all()
+	ctx, cancel := requestContext(waiters)
+	writes := b.writes()
+	got, err := kv.SetAndRead(ctx, fb.store, writes, b.reads)
+	fencedBatches.Inc()
+	fencedBatchWrites.Observe(float64(len(writes)))
+	cancel()
+	if err != nil && len(writes) > 1 && tooLarge(err) {
+		fb.runAlone(b)
+	} else {
+		for _, wt := range waiters {
+			wt.finish(got, err)
+		}
+	}
+	fb.handOff(gk, g)
+}
+
+// runAlone sends each key of a batch the store refused as too large on
+// its own, so that each writer hears about its own write. The refused
+// request applied nothing, so a key whose writers have all gone since is
+// not sent again: it is answered with their contexts' errors.
+func (fb *fencedBatcher) runAlone(b *fencedBatch) {
+	for _, k := range b.keys {
+		ws := b.waiters[k]
+		if !slices.ContainsFunc(ws, func(wt *fencedWaiter) bool { return wt.ctx.Err() == nil }) {
+			for _, wt := range ws {
+				wt.finish(nil, wt.ctx.Err())
+			}
+			continue
+		}
+		ctx, cancel := requestContext(ws)
+		got, err := kv.SetAndRead(ctx, fb.store, []kv.Write{ws[len(ws)-1].w}, b.reads)
+		cancel()
+		fencedBatches.Inc()
+		fencedBatchWrites.Observe(1)
+		for _, wt := range ws {
+			wt.finish(got, err)
+		}
+	}
+}
+
+// requestContext returns the context a request on behalf of waiters runs
+// on: it keeps the first waiter's values, carries the latest of their
+// deadlines when every one has a deadline, and is cancelled once every
+// waiter's context has ended. Its cancel function must be called.
+func requestContext(waiters []*fencedWaiter) (context.Context, context.CancelFunc) {
+	base := context.WithoutCancel(waiters[0].ctx)
+	var latest time.Time
+	for _, wt := range waiters {
+		d, ok := wt.ctx.Deadline()
+		if !ok {
+			latest = time.Time{}
+			break
+		}
+		if d.After(latest) {
+			latest = d
+		}
+	}
+	var ctx context.Context
+	var cancel context.CancelFunc
+	if latest.IsZero() {
+		ctx, cancel = context.WithCancel(base)
+	} else {
+		ctx, cancel = context.WithDeadline(base, latest)
+	}
+	var live atomic.Int64
+	live.Store(int64(len(waiters)))
+	stops := make([]func() bool, 0, len(waiters))
+	for _, wt := range waiters {
+		stops = append(stops, context.AfterFunc(wt.ctx, func() {
+			if live.Add(-1) == 0 {
+				cancel()
+			}
+		}))
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel()
 	}
 }
 

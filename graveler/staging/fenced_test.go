@@ -96,8 +96,8 @@ func testSetAndReadShares(e *env) {
 		})
 	}
 	// Let them all queue behind the gate (the key written twice folds
-	// into one), then open it.
-	for staging.QueuedForTest(e.m) < writers-1 {
+	// into one write), then open it.
+	for staging.QueuedForTest(e.m) < writers {
 		time.Sleep(time.Millisecond)
 	}
 	e.store.gate.Store(nil)

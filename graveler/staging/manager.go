@@ -210,6 +210,7 @@ func (m *Manager) DropKey(ctx context.Context, st graveler.StagingToken, key gra
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("staging: drop key %s in token %q: %w", qkey(key), st, err)
 	}
+	// Unconditional by design: a reset is a write of "nothing" that races concurrent writes of the key like any write; it removes no record read earlier.
 	if err := m.store.Delete(ctx, p, keys.Entry(key)); err != nil {
 		return storeErr(err, "drop key %s in token %q", qkey(key), st)
 	}
@@ -250,6 +251,7 @@ func (m *Manager) DropByPrefix(ctx context.Context, st graveler.StagingToken, pr
 			}
 		}
 		err := m.forEach(ctx, len(batch), func(i int) error {
+			// Unconditional by design, as in DropKey: a reset races concurrent writes like any write.
 			if err := m.store.Delete(ctx, p, batch[i]); err != nil {
 				return storeErr(err, "drop prefix %s in token %q", qkey(prefix), st)
 			}

@@ -217,6 +217,7 @@ func (f *FaultStore) GetMany(ctx context.Context, reads []kv.KeyRef) ([]kv.Entry
 }
 
 func (f *FaultStore) Delete(ctx context.Context, partition, key []byte) error {
+	// A wrapper: forwards the caller's Delete unchanged.
 	return f.write("delete", func() error { return f.inner.Delete(ctx, partition, key) })
 }
 

@@ -34,7 +34,10 @@ func Run(t *testing.T, newStore NewStore) {
 		{"ScanOrderAndStart", testScanOrder},
 		{"ScanLimitAndEarlyStop", testScanLimit},
 		{"ScanPredicates", testScanPredicates},
+		{"DeleteIf", testDeleteIf},
+		{"DeleteIfRecreateRace", testDeleteIfRace},
 		{"PartitionIsolation", testPartitionIsolation},
+		{"PartitionNamesWithSlash", testPartitionNamesWithSlash},
 		{"BinaryKeys", testBinaryKeys},
 		{"ScanWhileWriting", testScanWhileWriting},
 		{"InvalidInput", testInvalidInput},
@@ -104,12 +107,14 @@ func testGetSetDelete(t *testing.T, s kv.Store) {
 	if v, _ := mustGet(t, s, "part", "empty"); v != "" {
 		t.Fatalf("empty value: got %q", v)
 	}
+	// Delete under test, on the suite's own key.
 	if err := s.Delete(ctx, p("part"), p("k")); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := s.Get(ctx, p("part"), p("k")); !errors.Is(err, kv.ErrNotFound) {
 		t.Fatalf("after delete: want ErrNotFound, got %v", err)
 	}
+	// Delete under test, on the suite's own key.
 	if err := s.Delete(ctx, p("part"), p("never")); err != nil {
 		t.Fatalf("delete missing: %v", err)
 	}
@@ -140,6 +145,7 @@ func testSetIf(t *testing.T, s kv.Store) {
 	}
 	// Deleted then recreated: the old predicate must not match.
 	_, pr3 := mustGet(t, s, "part", "k")
+	// Delete under test, on the suite's own key.
 	if err := s.Delete(ctx, p("part"), p("k")); err != nil {
 		t.Fatal(err)
 	}
@@ -201,6 +207,185 @@ func testSetIfRace(t *testing.T, s kv.Store) {
 	if wins.Load() != 1 {
 		t.Fatalf("create race: %d winners", wins.Load())
 	}
+}
+
+func testDeleteIf(t *testing.T, s kv.Store) {
+	mustSet(t, s, "part", "k", "v1")
+	_, pr := mustGet(t, s, "part", "k")
+	if err := s.DeleteIf(ctx, p("part"), p("k"), pr); err != nil {
+		t.Fatalf("at the version read: %v", err)
+	}
+	if _, _, err := s.Get(ctx, p("part"), p("k")); !errors.Is(err, kv.ErrNotFound) {
+		t.Fatalf("after DeleteIf: want ErrNotFound, got %v", err)
+	}
+	if err := s.DeleteIf(ctx, p("part"), p("k"), pr); !errors.Is(err, kv.ErrPredicateFailed) {
+		t.Fatalf("missing key, version predicate: want ErrPredicateFailed, got %v", err)
+	}
+	if err := s.DeleteIf(ctx, p("part"), p("k"), kv.Absent); err != nil {
+		t.Fatalf("missing key, Absent: %v", err)
+	}
+	if err := s.DeleteIf(ctx, p("never"), p("k"), kv.Absent); err != nil {
+		t.Fatalf("empty partition, Absent: %v", err)
+	}
+
+	// Changed since read, even to the same bytes: nothing is deleted.
+	mustSet(t, s, "part", "k", "v2")
+	_, pr2 := mustGet(t, s, "part", "k")
+	mustSet(t, s, "part", "k", "v2")
+	if err := s.DeleteIf(ctx, p("part"), p("k"), pr2); !errors.Is(err, kv.ErrPredicateFailed) {
+		t.Fatalf("stale predicate: want ErrPredicateFailed, got %v", err)
+	}
+	if v, _ := mustGet(t, s, "part", "k"); v != "v2" {
+		t.Fatalf("after a failed DeleteIf: %q", v)
+	}
+	if err := s.DeleteIf(ctx, p("part"), p("k"), kv.Absent); !errors.Is(err, kv.ErrPredicateFailed) {
+		t.Fatalf("existing key, Absent: want ErrPredicateFailed, got %v", err)
+	}
+
+	// Deleted and re-created: the old version never matches the new record.
+	_, pr3 := mustGet(t, s, "part", "k")
+	// Delete under test, on the suite's own key.
+	if err := s.Delete(ctx, p("part"), p("k")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetIf(ctx, p("part"), p("k"), p("v3"), kv.Absent); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteIf(ctx, p("part"), p("k"), pr3); !errors.Is(err, kv.ErrPredicateFailed) {
+		t.Fatalf("predicate of the record before a re-create: want ErrPredicateFailed, got %v", err)
+	}
+	if v, _ := mustGet(t, s, "part", "k"); v != "v3" {
+		t.Fatalf("the re-created record was changed: %q", v)
+	}
+
+	// A predicate of one key never matches another.
+	mustSet(t, s, "part", "other", "o")
+	_, po := mustGet(t, s, "part", "other")
+	if err := s.DeleteIf(ctx, p("part"), p("k"), po); !errors.Is(err, kv.ErrPredicateFailed) {
+		t.Fatalf("another key's predicate: want ErrPredicateFailed, got %v", err)
+	}
+
+	// A scan's predicate is a version read.
+	var pk kv.Predicate
+	for e, err := range s.Scan(ctx, p("part"), kv.ScanOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(e.Key) == "k" {
+			pk = e.Predicate
+		}
+	}
+	if err := s.DeleteIf(ctx, p("part"), p("k"), pk); err != nil {
+		t.Fatalf("DeleteIf with a scan's predicate: %v", err)
+	}
+	if got := scanKeys(t, s, "part", kv.ScanOptions{}); !slices.Equal(got, []string{"other"}) {
+		t.Fatalf("left in the partition: %v", got)
+	}
+}
+
+// testDeleteIfRace races a DeleteIf of a record read earlier
+// against a delete and re-create of the same key: whoever wins, the
+// re-created record survives.
+func testDeleteIfRace(t *testing.T, s kv.Store) {
+	const rounds = 40
+	deleted := 0
+	for r := range rounds {
+		key := fmt.Sprintf("k%02d", r)
+		mustSet(t, s, "race", key, "old")
+		_, pr := mustGet(t, s, "race", key)
+		var delErr, createErr error
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		wg.Go(func() {
+			<-start
+			delErr = s.DeleteIf(ctx, p("race"), p(key), pr)
+		})
+		wg.Go(func() {
+			<-start
+			// The rival on purpose: a delete and re-create racing the DeleteIf.
+			if createErr = s.Delete(ctx, p("race"), p(key)); createErr == nil {
+				createErr = s.SetIf(ctx, p("race"), p(key), p("new"), kv.Absent)
+			}
+		})
+		close(start)
+		wg.Wait()
+		if createErr != nil {
+			t.Fatalf("round %d: re-create: %v", r, createErr)
+		}
+		switch {
+		case delErr == nil:
+			deleted++
+		case !errors.Is(delErr, kv.ErrPredicateFailed):
+			t.Fatalf("round %d: DeleteIf: %v", r, delErr)
+		}
+		if v, _ := mustGet(t, s, "race", key); v != "new" {
+			t.Fatalf("round %d: the re-created record reads %q", r, v)
+		}
+	}
+	t.Logf("DeleteIf won %d of %d rounds", deleted, rounds)
+}
+
+// testPartitionNamesWithSlash: a partition whose name extends another's
+// across a '/' (or any other byte) shares none of its keys, whatever the
+// keys hold.
+func testPartitionNamesWithSlash(t *testing.T, s kv.Store) {
+	type rec struct{ part, key string }
+	recs := []rec{
+		{"x", "y/k"}, {"x/y", "k"}, {"x", "y"}, {"x/y", "y/k"},
+		{"a", "b/k"}, {"a", "-b/k"}, {"a", ".b/k"}, {"a/b", "k"}, {"a-b", "k"}, {"a.b", "k"}, {"a-b", "b/k"},
+	}
+	val := func(r rec) string { return r.part + " " + r.key }
+	for _, r := range recs {
+		mustSet(t, s, r.part, r.key, val(r))
+	}
+	want := map[string][]string{}
+	for _, r := range recs {
+		want[r.part] = append(want[r.part], r.key)
+	}
+	check := func(when string) {
+		t.Helper()
+		for _, r := range recs {
+			v, _, err := s.Get(ctx, p(r.part), p(r.key))
+			if _, live := slices.BinarySearch(want[r.part], r.key); !live {
+				if !errors.Is(err, kv.ErrNotFound) {
+					t.Fatalf("%s: get %q in %q: %q %v, want ErrNotFound", when, r.key, r.part, v, err)
+				}
+				continue
+			}
+			if err != nil || string(v) != val(r) {
+				t.Fatalf("%s: get %q in %q: %q %v, want %q", when, r.key, r.part, v, err, val(r))
+			}
+		}
+		for part, keys := range want {
+			got := scanKeys(t, s, part, kv.ScanOptions{})
+			if !slices.Equal(got, keys) {
+				t.Fatalf("%s: scan of %q: %q, want %q", when, part, got, keys)
+			}
+		}
+	}
+	for part := range want {
+		slices.Sort(want[part])
+	}
+	check("written")
+
+	// Delete under test, on the suite's own key.
+	if err := s.Delete(ctx, p("x"), p("y/k")); err != nil {
+		t.Fatal(err)
+	}
+	want["x"] = []string{"y"}
+	check("after deleting y/k in x")
+
+	for _, part := range []string{"x", "a"} {
+		n, err := kv.DropPartition(ctx, s, p(part))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != int64(len(want[part])) {
+			t.Fatalf("dropping %q deleted %d keys, want %d", part, n, len(want[part]))
+		}
+		want[part] = nil
+	}
+	check("after dropping x and a")
 }
 
 func testScanOrder(t *testing.T, s kv.Store) {
@@ -308,6 +493,7 @@ func testPartitionIsolation(t *testing.T, s kv.Store) {
 	if v, _ := mustGet(t, s, "a", "same"); v != "in-a" {
 		t.Fatalf("got %q", v)
 	}
+	// Delete under test, on the suite's own key.
 	if err := s.Delete(ctx, p("ab"), p("same")); err != nil {
 		t.Fatal(err)
 	}
@@ -409,6 +595,9 @@ func testInvalidInput(t *testing.T, s kv.Store) {
 		if _, _, err := s.Get(ctx, p(part), p("k")); !errors.Is(err, kv.ErrInvalidPartition) {
 			t.Errorf("get in partition %q: want ErrInvalidPartition, got %v", part, err)
 		}
+		if err := s.DeleteIf(ctx, p(part), p("k"), kv.Absent); !errors.Is(err, kv.ErrInvalidPartition) {
+			t.Errorf("deleteif in partition %q: want ErrInvalidPartition, got %v", part, err)
+		}
 		for _, err := range s.Scan(ctx, p(part), kv.ScanOptions{}) {
 			if !errors.Is(err, kv.ErrInvalidPartition) {
 				t.Errorf("scan partition %q: want ErrInvalidPartition, got %v", part, err)
@@ -424,6 +613,9 @@ func testInvalidInput(t *testing.T, s kv.Store) {
 	if _, _, err := s.Get(ctx, p("part"), nil); !errors.Is(err, kv.ErrInvalidKey) {
 		t.Errorf("empty key Get: want ErrInvalidKey, got %v", err)
 	}
+	if err := s.DeleteIf(ctx, p("part"), nil, kv.NewPredicate(1)); !errors.Is(err, kv.ErrInvalidKey) {
+		t.Errorf("empty key DeleteIf: want ErrInvalidKey, got %v", err)
+	}
 }
 
 func testLimits(t *testing.T, s kv.Store) {
@@ -435,6 +627,9 @@ func testLimits(t *testing.T, s kv.Store) {
 	}
 	if msg := err.Error(); !strings.Contains(msg, fmt.Sprint(l.MaxKeySize)) {
 		t.Fatalf("error does not name the limit: %s", msg)
+	}
+	if err := s.DeleteIf(ctx, p("part"), bigKey, kv.NewPredicate(1)); !errors.Is(err, kv.ErrKeyTooLarge) {
+		t.Fatalf("oversized key DeleteIf: want ErrKeyTooLarge, got %v", err)
 	}
 	bigVal := make([]byte, l.MaxValueSize+1)
 	err = s.Set(ctx, p("part"), p("k"), bigVal)
@@ -476,6 +671,17 @@ func testContextCanceled(t *testing.T, s kv.Store) {
 			t.Errorf("scan: want context.Canceled, got %v", err)
 		}
 	}
+	_, pr := mustGet(t, s, "part", "k")
+	if err := s.DeleteIf(c, p("part"), p("k"), pr); !errors.Is(err, context.Canceled) {
+		t.Errorf("deleteif: want context.Canceled, got %v", err)
+	}
+	if err := s.SetIf(c, p("part"), p("k"), p("v2"), pr); !errors.Is(err, context.Canceled) {
+		t.Errorf("setif: want context.Canceled, got %v", err)
+	}
+	// A write whose caller had gone before it started is not applied.
+	if v, pr2 := mustGet(t, s, "part", "k"); v != "v" || pr2 != pr {
+		t.Errorf("a write with a cancelled context was applied: %q %v (was %v)", v, pr2, pr)
+	}
 }
 
 func testDropPartition(t *testing.T, s kv.Store) {
@@ -515,5 +721,8 @@ func testClose(t *testing.T, s kv.Store) {
 	}
 	if err := s.Set(ctx, p("part"), p("k"), p("v")); !errors.Is(err, kv.ErrClosed) {
 		t.Errorf("set after close: want ErrClosed, got %v", err)
+	}
+	if err := s.DeleteIf(ctx, p("part"), p("k"), kv.NewPredicate(1)); !errors.Is(err, kv.ErrClosed) {
+		t.Errorf("deleteif after close: want ErrClosed, got %v", err)
 	}
 }

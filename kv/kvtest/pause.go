@@ -162,6 +162,7 @@ func (s *PauseStore) SetIf(ctx context.Context, partition, key, value []byte, pr
 }
 
 func (s *PauseStore) Delete(ctx context.Context, partition, key []byte) (err error) {
+	// A wrapper: forwards the caller's Delete unchanged.
 	s.do("delete", partition, key, func() { err = s.inner.Delete(ctx, partition, key) })
 	return
 }

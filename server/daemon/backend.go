@@ -39,6 +39,10 @@ func openBackend(ctx context.Context, cfg *Config, etcd EtcdConfig, log *zap.Log
 		TLS:         etcdkv.TLSConfig{CAFile: etcd.CAFile, CertFile: etcd.CertFile, KeyFile: etcd.KeyFile},
 		Prefix:      etcd.Prefix,
 		Logger:      log.Named("etcdkv"),
+
+		RequestTimeout:       etcd.RequestTimeout,
+		DialKeepAliveTime:    etcd.KeepAliveTime,
+		DialKeepAliveTimeout: etcd.KeepAliveTimeout,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("gravelerd: etcd: %w", err)

@@ -30,6 +30,16 @@ type EtcdConfig struct {
 	Password    string
 	Prefix      string
 	DialTimeout time.Duration
+	// RequestTimeout bounds each attempt of an etcd request, so that one
+	// stopped member costs a request at most this long before a read is
+	// sent again and a write settled (0: etcdkv.DefaultRequestTimeout;
+	// negative: only the call's deadline).
+	RequestTimeout time.Duration
+	// KeepAliveTime and KeepAliveTimeout shape the pings on connections
+	// with etcd requests in flight (0: etcdkv's defaults; KeepAliveTime
+	// negative: no pings). gRPC raises a KeepAliveTime below 10s to 10s.
+	KeepAliveTime    time.Duration
+	KeepAliveTimeout time.Duration
 }
 
 // Config is gravelerd's configuration. Validate fills in the defaults noted.
@@ -133,6 +143,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Etcd.DialTimeout < 0 {
 		bad("etcd dial timeout %v is negative", c.Etcd.DialTimeout)
+	}
+	if c.Etcd.KeepAliveTimeout < 0 {
+		bad("etcd keepalive timeout %v is negative", c.Etcd.KeepAliveTimeout)
 	}
 	for _, e := range c.Etcd.Endpoints {
 		if e == "" {

@@ -171,12 +171,14 @@ func testDelete(t *testing.T, s committed.BlobStore, ns graveler.StorageNamespac
 	mustPut(t, s, ns, "d/1", []byte("one"))
 	mustPut(t, s, ns, "d/2", []byte("two"))
 	for range 2 {
+		// A blob store's Delete under test, not a kv record.
 		if err := s.Delete(ctx, ns, "d/1"); err != nil {
 			t.Fatalf("Delete: %v", err)
 		}
 		mustExist(t, s, ns, "d/1", false)
 		mustBeMissing(t, s, ns, "d/1")
 	}
+	// A blob store's Delete under test, not a kv record.
 	if err := s.Delete(ctx, ns, "never/written"); err != nil {
 		t.Fatalf("Delete of a missing object: %v", err)
 	}
@@ -209,6 +211,7 @@ func testInvalidNames(t *testing.T, s committed.BlobStore, ns graveler.StorageNa
 		if _, err := s.Exists(ctx, ns, name); !errors.Is(err, committed.ErrInvalidBlobName) {
 			t.Errorf("Exists(%q) = %v, want ErrInvalidBlobName", short, err)
 		}
+		// A blob store's Delete under test, not a kv record.
 		if err := s.Delete(ctx, ns, name); !errors.Is(err, committed.ErrInvalidBlobName) {
 			t.Errorf("Delete(%q) = %v, want ErrInvalidBlobName", short, err)
 		}
@@ -234,6 +237,7 @@ func testIsolation(t *testing.T, s committed.BlobStore, ns graveler.StorageNames
 	mustPut(t, s, other, "shared/name", []byte("in second"))
 	mustGet(t, s, ns, "shared/name", []byte("in first"))
 	mustGet(t, s, other, "shared/name", []byte("in second"))
+	// A blob store's Delete under test, not a kv record.
 	if err := s.Delete(ctx, other, "shared/name"); err != nil {
 		t.Fatal(err)
 	}
@@ -303,6 +307,7 @@ func testCancelled(t *testing.T, s committed.BlobStore, ns graveler.StorageNames
 	if _, err := s.Exists(ctx, ns, "present"); !errors.Is(err, context.Canceled) {
 		t.Errorf("Exists with a cancelled context = %v, want context.Canceled", err)
 	}
+	// A blob store's Delete under test, not a kv record.
 	if err := s.Delete(ctx, ns, "present"); !errors.Is(err, context.Canceled) {
 		t.Errorf("Delete with a cancelled context = %v, want context.Canceled", err)
 	}

@@ -89,7 +89,12 @@ type Repository struct {
 	CreationDate     *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=creation_date,json=creationDate,proto3" json:"creation_date,omitempty"`
 	State            RepositoryState        `protobuf:"varint,5,opt,name=state,proto3,enum=graveler.ref.v1.RepositoryState" json:"state,omitempty"`
 	// unique_id names this incarnation's partition repo/<repo>-<unique_id>.
-	UniqueId      string `protobuf:"bytes,6,opt,name=unique_id,json=uniqueId,proto3" json:"unique_id,omitempty"`
+	UniqueId string `protobuf:"bytes,6,opt,name=unique_id,json=uniqueId,proto3" json:"unique_id,omitempty"`
+	// write_id is fresh for every write of the record, so that no two
+	// writes store the same bytes: the etcd store settles an ambiguous
+	// compare-and-swap by finding its own value in the key's history. It
+	// means nothing to a reader.
+	WriteId       []byte `protobuf:"bytes,7,opt,name=write_id,json=writeId,proto3" json:"write_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -166,6 +171,13 @@ func (x *Repository) GetUniqueId() string {
 	return ""
 }
 
+func (x *Repository) GetWriteId() []byte {
+	if x != nil {
+		return x.WriteId
+	}
+	return nil
+}
+
 // Branch is repo/<repo>-<uid>/branches/<branch>.
 type Branch struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -173,7 +185,9 @@ type Branch struct {
 	CommitId      string                 `protobuf:"bytes,2,opt,name=commit_id,json=commitId,proto3" json:"commit_id,omitempty"`
 	StagingToken  string                 `protobuf:"bytes,3,opt,name=staging_token,json=stagingToken,proto3" json:"staging_token,omitempty"`
 	// sealed_tokens are the tokens of commits in flight, newest first.
-	SealedTokens  []string `protobuf:"bytes,4,rep,name=sealed_tokens,json=sealedTokens,proto3" json:"sealed_tokens,omitempty"`
+	SealedTokens []string `protobuf:"bytes,4,rep,name=sealed_tokens,json=sealedTokens,proto3" json:"sealed_tokens,omitempty"`
+	// write_id: as in Repository.
+	WriteId       []byte `protobuf:"bytes,5,opt,name=write_id,json=writeId,proto3" json:"write_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -232,6 +246,13 @@ func (x *Branch) GetStagingToken() string {
 func (x *Branch) GetSealedTokens() []string {
 	if x != nil {
 		return x.SealedTokens
+	}
+	return nil
+}
+
+func (x *Branch) GetWriteId() []byte {
+	if x != nil {
+		return x.WriteId
 	}
 	return nil
 }
@@ -350,6 +371,8 @@ type Tag struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	FormatVersion uint32                 `protobuf:"varint,1,opt,name=format_version,json=formatVersion,proto3" json:"format_version,omitempty"`
 	CommitId      string                 `protobuf:"bytes,2,opt,name=commit_id,json=commitId,proto3" json:"commit_id,omitempty"`
+	// write_id: as in Repository.
+	WriteId       []byte `protobuf:"bytes,3,opt,name=write_id,json=writeId,proto3" json:"write_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -398,11 +421,18 @@ func (x *Tag) GetCommitId() string {
 	return ""
 }
 
+func (x *Tag) GetWriteId() []byte {
+	if x != nil {
+		return x.WriteId
+	}
+	return nil
+}
+
 var File_refpb_proto protoreflect.FileDescriptor
 
 const file_refpb_proto_rawDesc = "" +
 	"\n" +
-	"\vrefpb.proto\x12\x0fgraveler.ref.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa2\x02\n" +
+	"\vrefpb.proto\x12\x0fgraveler.ref.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbd\x02\n" +
 	"\n" +
 	"Repository\x12%\n" +
 	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12+\n" +
@@ -410,12 +440,14 @@ const file_refpb_proto_rawDesc = "" +
 	"\x11default_branch_id\x18\x03 \x01(\tR\x0fdefaultBranchId\x12?\n" +
 	"\rcreation_date\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\fcreationDate\x126\n" +
 	"\x05state\x18\x05 \x01(\x0e2 .graveler.ref.v1.RepositoryStateR\x05state\x12\x1b\n" +
-	"\tunique_id\x18\x06 \x01(\tR\buniqueId\"\x96\x01\n" +
+	"\tunique_id\x18\x06 \x01(\tR\buniqueId\x12\x19\n" +
+	"\bwrite_id\x18\a \x01(\fR\awriteId\"\xb1\x01\n" +
 	"\x06Branch\x12%\n" +
 	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12\x1b\n" +
 	"\tcommit_id\x18\x02 \x01(\tR\bcommitId\x12#\n" +
 	"\rstaging_token\x18\x03 \x01(\tR\fstagingToken\x12#\n" +
-	"\rsealed_tokens\x18\x04 \x03(\tR\fsealedTokens\"\xa0\x03\n" +
+	"\rsealed_tokens\x18\x04 \x03(\tR\fsealedTokens\x12\x19\n" +
+	"\bwrite_id\x18\x05 \x01(\fR\awriteId\"\xa0\x03\n" +
 	"\x06Commit\x12%\n" +
 	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x05R\aversion\x12\x1c\n" +
@@ -430,10 +462,11 @@ const file_refpb_proto_rawDesc = "" +
 	"generation\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"I\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"d\n" +
 	"\x03Tag\x12%\n" +
 	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12\x1b\n" +
-	"\tcommit_id\x18\x02 \x01(\tR\bcommitId*\x8d\x01\n" +
+	"\tcommit_id\x18\x02 \x01(\tR\bcommitId\x12\x19\n" +
+	"\bwrite_id\x18\x03 \x01(\fR\awriteId*\x8d\x01\n" +
 	"\x0fRepositoryState\x12 \n" +
 	"\x1cREPOSITORY_STATE_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18REPOSITORY_STATE_INITIAL\x10\x01\x12\x1b\n" +

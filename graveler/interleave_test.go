@@ -1,0 +1,907 @@
+package graveler_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"graveler/etcdkv"
+	"graveler/etcdkv/etcdkvtest"
+	"graveler/graveler"
+	"graveler/graveler/committed"
+	"graveler/graveler/gravelertest"
+	"graveler/graveler/staging"
+	"graveler/keys"
+	"graveler/kv"
+	"graveler/kv/kvtest"
+)
+
+// Interleaving tests: each compare-and-swap or queued path of the service
+// is held by a kvtest.PauseStore between its read and its write while the
+// racing operation runs, then released, and the invariant is checked; and
+// each is held once more while its caller gives up (held before the store
+// sees the operation: never applied later; held after: applied, and the
+// state consistent).
+
+const holdTimeout = 20 * time.Second
+
+// pauseFixture is a service on a PauseStore.
+type pauseFixture struct {
+	*fixture
+	ps    *kvtest.PauseStore
+	inner kv.Store
+	part  []byte // the repository's partition
+}
+
+// pauseRepos names each pause fixture's repository, as fixtures of one
+// backend share its store.
+var pauseRepos atomic.Int64
+
+func newPauseFixture(t *testing.T, store kv.Store, cfg graveler.Config) *pauseFixture {
+	t.Helper()
+	ps := kvtest.NewPauseStore(store)
+	f := newFixtureRepo(t, ps, cfg, graveler.RepositoryID(fmt.Sprintf("paused-%d", pauseRepos.Add(1))))
+	rec, err := f.g.GetRepository(f.ctx, f.repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &pauseFixture{fixture: f, ps: ps, inner: store, part: keys.RepositoryPartition(string(f.repo), string(rec.UniqueID))}
+}
+
+// branchOp matches operation name on a branch's record.
+func (p *pauseFixture) branchOp(name, branch string) func(kvtest.Op) bool {
+	return func(op kvtest.Op) bool { return op.Is(name, p.part, keys.Branch(branch)) }
+}
+
+// stagedWrite matches a staged write of key into token st, by either
+// writer fence (one round trip, or a plain set then a branch read).
+func stagedWrite(st graveler.StagingToken, key string) func(kvtest.Op) bool {
+	return func(op kvtest.Op) bool {
+		return (op.Name == "set_and_read" || op.Name == "set") && op.Is(op.Name, keys.StagingPartition(string(st)), keys.Entry([]byte(key)))
+	}
+}
+
+// nth matches the n-th operation m matches, counted from when it is armed.
+func nth(n int32, m func(kvtest.Op) bool) func(kvtest.Op) bool {
+	var seen atomic.Int32
+	return func(op kvtest.Op) bool { return m(op) && seen.Add(1) == n }
+}
+
+// commitHeadUpdate matches a commit's head update on branch: the second
+// compare-and-swap of the branch record from when it is armed, the first
+// being the seal.
+func (p *pauseFixture) commitHeadUpdate(branch string) func(kvtest.Op) bool {
+	return nth(2, p.branchOp("setif", branch))
+}
+
+func (p *pauseFixture) branch(name string) *graveler.Branch {
+	p.t.Helper()
+	b, err := p.g.GetBranch(p.ctx, p.repo, graveler.BranchID(name))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return b.Branch
+}
+
+func (p *pauseFixture) head(name string) graveler.CommitID { return p.branch(name).CommitID }
+
+func async(f func() error) <-chan error {
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	return done
+}
+
+func await(t *testing.T, done <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(holdTimeout):
+		t.Fatal("an operation did not return")
+		return nil
+	}
+}
+
+func (p *pauseFixture) commitAsync(ctx context.Context, branch string) (<-chan error, *graveler.CommitID) {
+	var id graveler.CommitID
+	return async(func() error {
+		var err error
+		id, err = p.g.Commit(ctx, p.repo, graveler.BranchID(branch), graveler.CommitParams{Committer: "t", Message: "async"})
+		return err
+	}), &id
+}
+
+func (p *pauseFixture) reset(ctx context.Context, typ graveler.ResetType, key string) error {
+	return p.g.Reset(ctx, p.repo, "main", typ, graveler.Key(key))
+}
+
+// wantQueued checks that a staging token was handed to the cleaner.
+func (p *pauseFixture) wantQueued(st graveler.StagingToken) {
+	p.t.Helper()
+	if _, _, err := p.inner.Get(p.ctx, keys.Deleted(), keys.DeletedToken(string(st))); err != nil {
+		p.t.Fatalf("token %s not queued for the cleaner: %v", st, err)
+	}
+}
+
+// TestInterleaveResetDuringCommit: a commit has sealed the staging token
+// and read the staged values, and is held before its head update. A reset
+// of a key and of a prefix acknowledged meanwhile must stay in force when
+// the commit lands, and after the next commit: the values it discarded
+// never come back.
+func TestInterleaveResetDuringCommit(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, store kv.Store) {
+		for _, m := range fenceModes {
+			t.Run(m.name, func(t *testing.T) {
+				p := newPauseFixture(t, store, m.cfg)
+				p.set("main", "k", "old")
+				p.set("main", "p/1", "old")
+				p.commit("main", "base")
+				for _, k := range []string{"k", "p/1", "p/2", "q"} {
+					p.set("main", k, "new")
+				}
+				hold := p.ps.Pause(kvtest.Before, p.commitHeadUpdate("main"))
+				commit, _ := p.commitAsync(p.ctx, "main")
+				hold.Wait(t, holdTimeout)
+				if err := p.reset(p.ctx, graveler.ResetTypeKey, "k"); err != nil {
+					t.Fatal(err)
+				}
+				if err := p.reset(p.ctx, graveler.ResetTypePrefix, "p/"); err != nil {
+					t.Fatal(err)
+				}
+				check := func(ref string) {
+					t.Helper()
+					p.want(ref, "k", "old")
+					p.want(ref, "p/1", "old")
+					p.wantMissing(ref, "p/2")
+					p.want(ref, "q", "new")
+				}
+				check("main")
+				hold.Release()
+				if err := await(t, commit); err != nil {
+					t.Fatal(err)
+				}
+				check("main")
+				p.commit("main", "next")
+				check("main")
+				check("main@")
+			})
+		}
+	})
+}
+
+// TestInterleaveResetDropRacesSeal: a reset finds no commit in flight and
+// is held just before it drops the key from the staging token; a commit
+// then seals that token and reads it, and is held before its head update.
+// The reset, released, must notice the seal (its token is no longer the
+// staging token) and make its discard outlive the commit.
+func TestInterleaveResetDropRacesSeal(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, store kv.Store) {
+		for _, tc := range []struct {
+			name string
+			typ  graveler.ResetType
+			key  string
+		}{{"key", graveler.ResetTypeKey, "k"}, {"prefix", graveler.ResetTypePrefix, "k"}} {
+			t.Run(tc.name, func(t *testing.T) {
+				p := newPauseFixture(t, store, graveler.Config{})
+				p.set("main", "k", "old")
+				p.commit("main", "base")
+				p.set("main", "k", "new")
+				st := p.branch("main").StagingToken
+				drop := p.ps.Pause(kvtest.Before, func(op kvtest.Op) bool {
+					return op.Is("delete", keys.StagingPartition(string(st)), keys.Entry([]byte("k")))
+				})
+				reset := async(func() error { return p.reset(p.ctx, tc.typ, tc.key) })
+				drop.Wait(t, holdTimeout)
+				hold := p.ps.Pause(kvtest.Before, p.commitHeadUpdate("main"))
+				commit, _ := p.commitAsync(p.ctx, "main")
+				hold.Wait(t, holdTimeout)
+				drop.Release()
+				if err := await(t, reset); err != nil {
+					t.Fatal(err)
+				}
+				p.want("main", "k", "old")
+				hold.Release()
+				if err := await(t, commit); err != nil {
+					t.Fatal(err)
+				}
+				p.want("main", "k", "old")
+				p.commit("main", "next")
+				p.want("main", "k", "old")
+				p.want("main@", "k", "old")
+			})
+		}
+	})
+}
+
+// TestInterleaveResetOverrideRacesCommit: with a commit in flight, a reset
+// writes an override of the key into the staging token; the commit lands
+// (with the discarded value in its tree) between that write and the
+// reset's fence. The reset must compute again against the new head and
+// still restore the value the key had before the discarded one.
+func TestInterleaveResetOverrideRacesCommit(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, store kv.Store) {
+		for _, m := range fenceModes {
+			t.Run(m.name, func(t *testing.T) {
+				p := newPauseFixture(t, store, m.cfg)
+				p.set("main", "k", "old")
+				p.commit("main", "base")
+				p.set("main", "k", "new")
+				hold := p.ps.Pause(kvtest.Before, p.commitHeadUpdate("main"))
+				commit, _ := p.commitAsync(p.ctx, "main")
+				hold.Wait(t, holdTimeout)
+				st := p.branch("main").StagingToken
+				write := p.ps.Pause(kvtest.Before, stagedWrite(st, "k"))
+				reset := async(func() error { return p.reset(p.ctx, graveler.ResetTypeKey, "k") })
+				write.Wait(t, holdTimeout)
+				hold.Release()
+				if err := await(t, commit); err != nil {
+					t.Fatal(err)
+				}
+				p.want("main@", "k", "new") // the commit took the value
+				write.Release()
+				if err := await(t, reset); err != nil {
+					t.Fatal(err)
+				}
+				p.want("main", "k", "old")
+				p.commit("main", "next")
+				p.want("main@", "k", "old")
+			})
+		}
+	})
+}
+
+// TestInterleaveResetGivesUp: a reset whose override write is held, and
+// whose caller gives up meanwhile. Held before the store: the override is
+// never applied, the reset fails, and the commit in flight lands the
+// staged value. Held after: the override is applied, and stays in force.
+func TestInterleaveResetGivesUp(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, store kv.Store) {
+		for _, tc := range []struct {
+			name string
+			when kvtest.When
+			want string
+		}{{"held-before", kvtest.Before, "new"}, {"held-after", kvtest.After, "old"}} {
+			t.Run(tc.name, func(t *testing.T) {
+				p := newPauseFixture(t, store, graveler.Config{})
+				p.set("main", "k", "old")
+				p.commit("main", "base")
+				p.set("main", "k", "new")
+				hold := p.ps.Pause(kvtest.Before, p.commitHeadUpdate("main"))
+				commit, _ := p.commitAsync(p.ctx, "main")
+				hold.Wait(t, holdTimeout)
+				st := p.branch("main").StagingToken
+				write := p.ps.Pause(tc.when, stagedWrite(st, "k"))
+				ctx, cancel := context.WithCancel(p.ctx)
+				reset := async(func() error { return p.reset(ctx, graveler.ResetTypeKey, "k") })
+				write.Wait(t, holdTimeout)
+				cancel()
+				write.Release()
+				err := await(t, reset)
+				if tc.when == kvtest.Before && err == nil {
+					t.Fatal("a reset whose override was never written succeeded")
+				}
+				hold.Release()
+				if err := await(t, commit); err != nil {
+					t.Fatal(err)
+				}
+				p.want("main", "k", tc.want)
+				if tc.when == kvtest.After {
+					p.commit("main", "next")
+				}
+				p.want("main@", "k", tc.want)
+			})
+		}
+	})
+}
+
+// TestInterleaveCommitVsCommit: commit 1 sealed its token and is held
+// before its head update; commit 2 seals the next token and lands,
+// consuming both. Commit 1 then finds the head moved and rebases onto it:
+// both commits are in the first-parent history and every write is in the
+// head. If commit 1's caller gives up while it is held before the store,
+// its head update never lands and the next commit takes its writes; held
+// after, it landed.
+func TestInterleaveCommitVsCommit(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, store kv.Store) {
+		t.Run("race", func(t *testing.T) {
+			p := newPauseFixture(t, store, graveler.Config{})
+			p.set("main", "a", "1")
+			hold := p.ps.Pause(kvtest.Before, p.commitHeadUpdate("main"))
+			c1, id1 := p.commitAsync(p.ctx, "main")
+			hold.Wait(t, holdTimeout)
+			p.set("main", "b", "2")
+			id2 := p.commit("main", "second")
+			hold.Release()
+			if err := await(t, c1); err != nil {
+				t.Fatal(err)
+			}
+			var history []graveler.CommitID
+			for c, err := range p.g.Log(p.ctx, p.repo, "main", graveler.LogOptions{FirstParent: true}) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				history = append(history, c.CommitID)
+			}
+			if len(history) < 3 || history[0] != *id1 || history[1] != id2 {
+				t.Fatalf("first-parent history %v, want %s then %s on top", history, *id1, id2)
+			}
+			p.want("main@", "a", "1")
+			p.want("main@", "b", "2")
+		})
+		for _, tc := range []struct {
+			name    string
+			when    kvtest.When
+			applied bool
+		}{{"gives-up-held-before", kvtest.Before, false}, {"gives-up-held-after", kvtest.After, true}} {
+			t.Run(tc.name, func(t *testing.T) {
+				p := newPauseFixture(t, store, graveler.Config{})
+				p.set("main", "a", "1")
+				before := p.head("main")
+				hold := p.ps.Pause(tc.when, p.commitHeadUpdate("main"))
+				ctx, cancel := context.WithCancel(p.ctx)
+				c1, id1 := p.commitAsync(ctx, "main")
+				hold.Wait(t, holdTimeout)
+				cancel()
+				hold.Release()
+				err := await(t, c1)
+				switch head := p.head("main"); {
+				case tc.applied && (err != nil || head != *id1):
+					t.Fatalf("head update applied: commit %s, %v; head %s", *id1, err, head)
+				case !tc.applied && (err == nil || head != before):
+					t.Fatalf("head update never sent: commit %s, %v; head %s, was %s", *id1, err, head, before)
+				}
+				p.want("main", "a", "1")
+				if !tc.applied {
+					p.commit("main", "absorbs")
+				}
+				p.want("main@", "a", "1")
+			})
+		}
+	})
+}
+
+// TestInterleaveCommitVsDeleteBranch: a branch delete held before its
+// conditional delete while a commit seals a new staging token (into which
+// a write lands): the delete must not remove the newer record without
+// handing its tokens to the cleaner. And a commit held before its head
+// update while the branch is deleted: it fails, and every token of the
+// branch is queued.
+func TestInterleaveCommitVsDeleteBranch(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, store kv.Store) {
+		t.Run("delete-held", func(t *testing.T) {
+			p := newPauseFixture(t, store, graveler.Config{})
+			if _, err := p.g.CreateBranch(p.ctx, p.repo, "dev", "main"); err != nil {
+				t.Fatal(err)
+			}
+			p.set("dev", "x", "1")
+			del := p.ps.Pause(kvtest.Before, func(op kvtest.Op) bool {
+				return (op.Name == "delete" || op.Name == "deleteif") && op.Is(op.Name, p.part, keys.Branch("dev"))
+			})
+			deleted := async(func() error { return p.g.DeleteBranch(p.ctx, p.repo, "dev") })
+			del.Wait(t, holdTimeout)
+			p.commit("dev", "meanwhile")
+			p.set("dev", "y", "1")
+			st := p.branch("dev").StagingToken
+			del.Release()
+			if err := await(t, deleted); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := p.g.GetBranch(p.ctx, p.repo, "dev"); !errors.Is(err, graveler.ErrBranchNotFound) {
+				t.Fatalf("branch after delete: %v", err)
+			}
+			p.wantQueued(st)
+		})
+		t.Run("commit-held", func(t *testing.T) {
+			p := newPauseFixture(t, store, graveler.Config{})
+			if _, err := p.g.CreateBranch(p.ctx, p.repo, "dev", "main"); err != nil {
+				t.Fatal(err)
+			}
+			p.set("dev", "x", "1")
+			hold := p.ps.Pause(kvtest.Before, p.commitHeadUpdate("dev"))
+			commit, _ := p.commitAsync(p.ctx, "dev")
+			hold.Wait(t, holdTimeout)
+			b := p.branch("dev")
+			if err := p.g.DeleteBranch(p.ctx, p.repo, "dev"); err != nil {
+				t.Fatal(err)
+			}
+			hold.Release()
+			if err := await(t, commit); !errors.Is(err, graveler.ErrBranchNotFound) {
+				t.Fatalf("commit of a branch deleted meanwhile: %v", err)
+			}
+			for _, st := range append([]graveler.StagingToken{b.StagingToken}, b.SealedTokens...) {
+				p.wantQueued(st)
+			}
+		})
+	})
+}
+
+// TestInterleaveDeleteBranchGivesUp: a branch delete whose caller gives
+// up while its conditional delete is held: before the store, the branch
+// stays; after, it is gone and its tokens are queued for the cleaner.
+func TestInterleaveDeleteBranchGivesUp(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, store kv.Store) {
+		for _, tc := range []struct {
+			name    string
+			when    kvtest.When
+			applied bool
+		}{{"held-before", kvtest.Before, false}, {"held-after", kvtest.After, true}} {
+			t.Run(tc.name, func(t *testing.T) {
+				p := newPauseFixture(t, store, graveler.Config{})
+				if _, err := p.g.CreateBranch(p.ctx, p.repo, "dev", "main"); err != nil {
+					t.Fatal(err)
+				}
+				p.set("dev", "x", "1")
+				st := p.branch("dev").StagingToken
+				del := p.ps.Pause(tc.when, func(op kvtest.Op) bool {
+					return (op.Name == "delete" || op.Name == "deleteif") && op.Is(op.Name, p.part, keys.Branch("dev"))
+				})
+				ctx, cancel := context.WithCancel(p.ctx)
+				deleted := async(func() error { return p.g.DeleteBranch(ctx, p.repo, "dev") })
+				del.Wait(t, holdTimeout)
+				cancel()
+				del.Release()
+				err := await(t, deleted)
+				if !tc.applied {
+					if err == nil {
+						t.Fatal("a branch delete never sent succeeded")
+					}
+					p.want("dev", "x", "1")
+					return
+				}
+				if _, err := p.g.GetBranch(p.ctx, p.repo, "dev"); !errors.Is(err, graveler.ErrBranchNotFound) {
+					t.Fatalf("branch after a delete applied: %v", err)
+				}
+				p.wantQueued(st)
+			})
+		}
+	})
+}
+
+// TestInterleaveResetAllVsCommit: a commit sealed the staging token and is
+// held before its head update when a reset of everything replaces the
+// branch's tokens. The commit, released, finds its tokens gone and lands
+// nothing of them: the discarded values never come back. A reset whose
+// caller gives up while its compare-and-swap is held before the store is
+// never applied; held after, it was.
+func TestInterleaveResetAllVsCommit(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, store kv.Store) {
+		t.Run("race", func(t *testing.T) {
+			p := newPauseFixture(t, store, graveler.Config{})
+			p.set("main", "k", "old")
+			p.commit("main", "base")
+			p.set("main", "k", "new")
+			hold := p.ps.Pause(kvtest.Before, p.commitHeadUpdate("main"))
+			commit, _ := p.commitAsync(p.ctx, "main")
+			hold.Wait(t, holdTimeout)
+			if err := p.reset(p.ctx, graveler.ResetTypeAll, ""); err != nil {
+				t.Fatal(err)
+			}
+			p.want("main", "k", "old")
+			hold.Release()
+			if err := await(t, commit); err != nil {
+				t.Fatal(err)
+			}
+			p.want("main", "k", "old")
+			p.want("main@", "k", "old")
+		})
+		for _, tc := range []struct {
+			name string
+			when kvtest.When
+			want string
+		}{{"gives-up-held-before", kvtest.Before, "new"}, {"gives-up-held-after", kvtest.After, "old"}} {
+			t.Run(tc.name, func(t *testing.T) {
+				p := newPauseFixture(t, store, graveler.Config{})
+				p.set("main", "k", "old")
+				p.commit("main", "base")
+				p.set("main", "k", "new")
+				hold := p.ps.Pause(tc.when, p.branchOp("setif", "main"))
+				ctx, cancel := context.WithCancel(p.ctx)
+				reset := async(func() error { return p.reset(ctx, graveler.ResetTypeAll, "") })
+				hold.Wait(t, holdTimeout)
+				cancel()
+				hold.Release()
+				if err := await(t, reset); tc.when == kvtest.Before && err == nil {
+					t.Fatal("a reset never sent succeeded")
+				}
+				p.want("main", "k", tc.want)
+			})
+		}
+	})
+}
+
+// TestInterleaveWriterVsSeal: a write read the branch and is held before
+// it reaches the staging token; a commit seals that token, commits it and
+// the cleaner drops it. Released, the write lands in the dropped token,
+// its fence sees the token changed, and it writes again into the new one:
+// acknowledged, visible, and in the next commit. If its caller gives up
+// while it is held before the store, it is never applied; held after, it
+// was applied and is visible.
+func TestInterleaveWriterVsSeal(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, store kv.Store) {
+		for _, m := range fenceModes {
+			t.Run(m.name, func(t *testing.T) {
+				p := newPauseFixture(t, store, m.cfg)
+				p.set("main", "other", "1")
+				st := p.branch("main").StagingToken
+				hold := p.ps.Pause(kvtest.Before, stagedWrite(st, "w"))
+				write := async(func() error {
+					return p.g.Set(p.ctx, p.repo, "main", graveler.Key("w"), val("1"), graveler.SetOptions{})
+				})
+				hold.Wait(t, holdTimeout)
+				p.commit("main", "seals the token")
+				if err := staging.New(p.inner, staging.Config{}).Drop(p.ctx, st); err != nil {
+					t.Fatal(err)
+				}
+				hold.Release()
+				if err := await(t, write); err != nil {
+					t.Fatal(err)
+				}
+				p.want("main", "w", "1")
+				p.commit("main", "next")
+				p.want("main@", "w", "1")
+			})
+			for _, tc := range []struct {
+				name    string
+				when    kvtest.When
+				applied bool
+			}{{"gives-up-held-before", kvtest.Before, false}, {"gives-up-held-after", kvtest.After, true}} {
+				t.Run(m.name+"/"+tc.name, func(t *testing.T) {
+					p := newPauseFixture(t, store, m.cfg)
+					st := p.branch("main").StagingToken
+					hold := p.ps.Pause(tc.when, stagedWrite(st, "w"))
+					ctx, cancel := context.WithCancel(p.ctx)
+					write := async(func() error {
+						return p.g.Set(ctx, p.repo, "main", graveler.Key("w"), val("1"), graveler.SetOptions{})
+					})
+					hold.Wait(t, holdTimeout)
+					cancel()
+					hold.Release()
+					err := await(t, write)
+					if !tc.applied {
+						if err == nil {
+							t.Fatal("a write never sent was acknowledged")
+						}
+						p.set("main", "later", "1")
+						p.wantMissing("main", "w")
+						p.commit("main", "next")
+						p.wantMissing("main@", "w")
+						return
+					}
+					p.want("main", "w", "1")
+				})
+			}
+		}
+	})
+}
+
+// TestInterleaveMoveHeadVsCommit: merge, revert and cherry-pick check that
+// the branch is clean, write their commit, then move the head from the one
+// they read. A write and a commit landing in between move the head first:
+// the operation fails with ErrBranchHeadMoved and the commit stays. If the
+// caller gives up while the head update is held before the store, the
+// head never moves; held after, it moved.
+func TestInterleaveMoveHeadVsCommit(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, store kv.Store) {
+		setup := func(t *testing.T) (*pauseFixture, graveler.CommitID, graveler.CommitID) {
+			p := newPauseFixture(t, store, graveler.Config{})
+			p.set("main", "a", "1")
+			c1 := p.commit("main", "a")
+			if _, err := p.g.CreateBranch(p.ctx, p.repo, "dev", "main"); err != nil {
+				t.Fatal(err)
+			}
+			p.set("dev", "d", "dev")
+			devC := p.commit("dev", "dev work")
+			return p, c1, devC
+		}
+		ops := []struct {
+			name string
+			run  func(ctx context.Context, p *pauseFixture, c1, devC graveler.CommitID) (graveler.CommitID, error)
+		}{
+			{"merge", func(ctx context.Context, p *pauseFixture, _, _ graveler.CommitID) (graveler.CommitID, error) {
+				return p.g.Merge(ctx, p.repo, "main", "dev", graveler.MergeParams{})
+			}},
+			{"revert", func(ctx context.Context, p *pauseFixture, c1, _ graveler.CommitID) (graveler.CommitID, error) {
+				return p.g.Revert(ctx, p.repo, "main", graveler.Ref(c1), 0, graveler.CommitParams{})
+			}},
+			{"cherry-pick", func(ctx context.Context, p *pauseFixture, _, devC graveler.CommitID) (graveler.CommitID, error) {
+				return p.g.CherryPick(ctx, p.repo, "main", graveler.Ref(devC), 0, graveler.CommitParams{})
+			}},
+		}
+		for _, op := range ops {
+			t.Run(op.name, func(t *testing.T) {
+				p, c1, devC := setup(t)
+				hold := p.ps.Pause(kvtest.Before, p.branchOp("setif", "main"))
+				var id graveler.CommitID
+				done := async(func() error {
+					var err error
+					id, err = op.run(p.ctx, p, c1, devC)
+					return err
+				})
+				hold.Wait(t, holdTimeout)
+				p.set("main", "z", "1")
+				cz := p.commit("main", "meanwhile")
+				hold.Release()
+				if err := await(t, done); !errors.Is(err, graveler.ErrBranchHeadMoved) {
+					t.Fatalf("%s over a head that moved: %s, %v", op.name, id, err)
+				}
+				if h := p.head("main"); h != cz {
+					t.Fatalf("head %s, want the commit %s", h, cz)
+				}
+				p.want("main@", "z", "1")
+				p.want("main@", "a", "1")
+			})
+		}
+		for _, tc := range []struct {
+			name    string
+			when    kvtest.When
+			applied bool
+		}{{"gives-up-held-before", kvtest.Before, false}, {"gives-up-held-after", kvtest.After, true}} {
+			t.Run("merge/"+tc.name, func(t *testing.T) {
+				p, c1, devC := setup(t)
+				before := p.head("main")
+				hold := p.ps.Pause(tc.when, p.branchOp("setif", "main"))
+				ctx, cancel := context.WithCancel(p.ctx)
+				var id graveler.CommitID
+				done := async(func() error {
+					var err error
+					id, err = ops[0].run(ctx, p, c1, devC)
+					return err
+				})
+				hold.Wait(t, holdTimeout)
+				cancel()
+				hold.Release()
+				err := await(t, done)
+				switch head := p.head("main"); {
+				case tc.applied && (err != nil || head != id):
+					t.Fatalf("head update applied: merge %s, %v; head %s", id, err, head)
+				case !tc.applied && (err == nil || head != before):
+					t.Fatalf("head update never sent: merge %s, %v; head %s, was %s", id, err, head, before)
+				}
+				if tc.applied {
+					p.want("main", "d", "dev")
+				} else {
+					p.wantMissing("main", "d")
+				}
+			})
+		}
+	})
+}
+
+// TestInterleaveResetHardVsCommit: ResetHard with an expected head is held
+// before its compare-and-swap while a commit moves the head: it fails with
+// ErrBranchHeadMoved and the commit stays. Giving up while held before
+// the store leaves the branch as it was; held after, the reset applied.
+func TestInterleaveResetHardVsCommit(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, store kv.Store) {
+		setup := func(t *testing.T) (*pauseFixture, graveler.CommitID, graveler.CommitID) {
+			p := newPauseFixture(t, store, graveler.Config{})
+			c0 := p.head("main")
+			p.set("main", "a", "1")
+			return p, c0, p.commit("main", "a")
+		}
+		t.Run("race", func(t *testing.T) {
+			p, c0, c1 := setup(t)
+			hold := p.ps.Pause(kvtest.Before, p.branchOp("setif", "main"))
+			done := async(func() error {
+				_, err := p.g.ResetHard(p.ctx, p.repo, "main", graveler.Ref(c0), graveler.ResetHardOptions{ExpectedCommitID: c1, Force: true})
+				return err
+			})
+			hold.Wait(t, holdTimeout)
+			p.set("main", "z", "1")
+			cz := p.commit("main", "meanwhile")
+			hold.Release()
+			if err := await(t, done); !errors.Is(err, graveler.ErrBranchHeadMoved) {
+				t.Fatalf("reset hard over a head that moved: %v", err)
+			}
+			if h := p.head("main"); h != cz {
+				t.Fatalf("head %s, want the commit %s", h, cz)
+			}
+			p.want("main", "z", "1")
+		})
+		for _, tc := range []struct {
+			name    string
+			when    kvtest.When
+			applied bool
+		}{{"gives-up-held-before", kvtest.Before, false}, {"gives-up-held-after", kvtest.After, true}} {
+			t.Run(tc.name, func(t *testing.T) {
+				p, c0, c1 := setup(t)
+				p.set("main", "s", "staged")
+				hold := p.ps.Pause(tc.when, p.branchOp("setif", "main"))
+				ctx, cancel := context.WithCancel(p.ctx)
+				done := async(func() error {
+					_, err := p.g.ResetHard(ctx, p.repo, "main", graveler.Ref(c0), graveler.ResetHardOptions{ExpectedCommitID: c1, Force: true})
+					return err
+				})
+				hold.Wait(t, holdTimeout)
+				cancel()
+				hold.Release()
+				err := await(t, done)
+				switch head := p.head("main"); {
+				case tc.applied && (err != nil || head != c0):
+					t.Fatalf("reset applied: %v; head %s, want %s", err, head, c0)
+				case !tc.applied && (err == nil || head != c1):
+					t.Fatalf("reset never sent: %v; head %s, want %s", err, head, c1)
+				}
+				if tc.applied {
+					p.wantMissing("main", "a")
+					p.wantMissing("main", "s")
+				} else {
+					p.want("main", "a", "1")
+					p.want("main", "s", "staged")
+				}
+			})
+		}
+	})
+}
+
+// TestInterleaveDiffUncommittedTokenDropped: an uncommitted diff read the
+// branch (a sealed token of a commit in flight, and the staging token)
+// and is held before it scans the sealed token; the commit lands and the
+// cleaner drops the token. The diff must not come back short: it shows
+// the branch before the commit or after it, never a mix.
+func TestInterleaveDiffUncommittedTokenDropped(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, store kv.Store) {
+		p := newPauseFixture(t, store, graveler.Config{})
+		p.set("main", "k", "1")
+		p.set("main", "x", "1")
+		hold := p.ps.Pause(kvtest.Before, p.commitHeadUpdate("main"))
+		commit, _ := p.commitAsync(p.ctx, "main")
+		hold.Wait(t, holdTimeout)
+		p.set("main", "k", "2") // into the fresh staging token
+		sealed := p.branch("main").SealedTokens
+		if len(sealed) != 1 {
+			t.Fatalf("sealed tokens %v", sealed)
+		}
+		scan := p.ps.Pause(kvtest.Before, func(op kvtest.Op) bool {
+			return op.Is("scan", keys.StagingPartition(string(sealed[0])), nil)
+		})
+		var got []string
+		diff := async(func() error {
+			it, err := p.g.DiffUncommitted(p.ctx, p.repo, "main")
+			if err != nil {
+				return err
+			}
+			defer it.Close()
+			for it.Next() {
+				got = append(got, fmt.Sprintf("%s %s", it.Value().Type, it.Value().Key))
+			}
+			return it.Err()
+		})
+		scan.Wait(t, holdTimeout)
+		hold.Release()
+		if err := await(t, commit); err != nil {
+			t.Fatal(err)
+		}
+		if err := staging.New(p.inner, staging.Config{}).Drop(p.ctx, sealed[0]); err != nil {
+			t.Fatal(err)
+		}
+		scan.Release()
+		if err := await(t, diff); err != nil {
+			t.Fatal(err)
+		}
+		beforeCommit := []string{"added k", "added x"}
+		afterCommit := []string{"changed k"}
+		if !slices.Equal(got, beforeCommit) && !slices.Equal(got, afterCommit) {
+			t.Fatalf("diff %q: neither %q (before the commit) nor %q (after it)", got, beforeCommit, afterCommit)
+		}
+	})
+}
+
+// TestInterleaveDiffUncommittedResumes: a long uncommitted diff has
+// handed out its first chunk when a commit in flight lands and the cleaner
+// drops the token the diff was reading. The rest of the diff comes from
+// the branch as it is after the commit, starting after the last
+// difference handed out: every key once, in order, none lost that is
+// still uncommitted.
+func TestInterleaveDiffUncommittedResumes(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, store kv.Store) {
+		const n = 300 // more than one chunk of the diff
+		p := newPauseFixture(t, store, graveler.Config{})
+		var recs []*graveler.ValueRecord
+		for i := range n {
+			v := val("1")
+			recs = append(recs, &graveler.ValueRecord{Key: graveler.Key(fmt.Sprintf("a%03d", i)), Value: &v})
+		}
+		if err := p.g.SetBatch(p.ctx, p.repo, "main", recs); err != nil {
+			t.Fatal(err)
+		}
+		hold := p.ps.Pause(kvtest.Before, p.commitHeadUpdate("main"))
+		commit, _ := p.commitAsync(p.ctx, "main")
+		hold.Wait(t, holdTimeout)
+		p.set("main", "a290", "2") // into the fresh staging token
+		sealed := p.branch("main").SealedTokens
+		it, err := p.g.DiffUncommitted(p.ctx, p.repo, "main")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer it.Close()
+		var got []string
+		for len(got) < 200 && it.Next() {
+			got = append(got, fmt.Sprintf("%s %s", it.Value().Type, it.Value().Key))
+		}
+		hold.Release()
+		if err := await(t, commit); err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range sealed {
+			if err := staging.New(p.inner, staging.Config{}).Drop(p.ctx, st); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for it.Next() {
+			got = append(got, fmt.Sprintf("%s %s", it.Value().Type, it.Value().Key))
+		}
+		if err := it.Err(); err != nil {
+			t.Fatal(err)
+		}
+		// Up to where the first chunk ended, the branch before the commit;
+		// after, the branch after it, where only a290 is staged.
+		var want []string
+		for i := range n {
+			want = append(want, fmt.Sprintf("added a%03d", i))
+		}
+		chunk := slices.Index(got, "changed a290")
+		if chunk < 0 || !slices.Equal(got[:chunk], want[:chunk]) || len(got) != chunk+1 {
+			t.Fatalf("diff across the commit: %d differences, %q ... %q", len(got), got[:min(3, len(got))], got[max(0, len(got)-3):])
+		}
+	})
+}
+
+// TestInterleaveTwoReplicasAbandonedWrite: two services (replicas) on one
+// etcd. Replica 1's staged write of h is held in flight; a write of k=v1
+// queues behind it on replica 1 and its caller's deadline passes. The
+// client then writes k=v2 through replica 2 and is told OK. When replica
+// 1's request is released, the abandoned write of v1 must never land: k
+// reads v2 on both replicas, and after a commit.
+func TestInterleaveTwoReplicasAbandonedWrite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("embedded etcd")
+	}
+	t.Parallel()
+	srv := etcdkvtest.NewServer(t)
+	ps := kvtest.NewPauseStore(etcdkvtest.NewStoreOn(t, srv, etcdkv.Config{}))
+	blobs := committed.NewBucketStore(committed.BucketConfig{})
+	t.Cleanup(func() { blobs.Close() })
+	ctx := context.Background()
+	r1 := &fixture{t: t, g: gravelertest.New(t, ps, gravelertest.Options{Blobs: blobs}), ctx: ctx, repo: "replicas"}
+	r2 := &fixture{t: t, g: gravelertest.New(t, etcdkvtest.NewStoreOn(t, srv, etcdkv.Config{}), gravelertest.Options{Blobs: blobs}), ctx: ctx, repo: "replicas"}
+	if _, err := r1.g.CreateRepository(ctx, r1.repo, gravelertest.Namespace(), "main"); err != nil {
+		t.Fatal(err)
+	}
+	r1.set("main", "warm", "0")
+	r2.want("main", "warm", "0")
+	if !r1.g.FencedWrites() {
+		t.Fatal("replica 1 does not group its staged writes")
+	}
+	st, err := r1.g.GetBranch(ctx, r1.repo, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold := ps.Pause(kvtest.Before, func(op kvtest.Op) bool {
+		return op.Is("set_and_read", keys.StagingPartition(string(st.StagingToken)), keys.Entry([]byte("h")))
+	})
+	first := async(func() error {
+		return r1.g.Set(ctx, r1.repo, "main", graveler.Key("h"), val("1"), graveler.SetOptions{})
+	})
+	hold.Wait(t, holdTimeout)
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if err := r1.g.Set(short, r1.repo, "main", graveler.Key("k"), val("v1"), graveler.SetOptions{}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a write queued past its deadline: %v", err)
+	}
+	r2.set("main", "k", "v2")
+	hold.Release()
+	if err := await(t, first); err != nil {
+		t.Fatal(err)
+	}
+	r1.set("main", "after", "1") // goes after anything replica 1 had queued
+	r1.want("main", "k", "v2")
+	r2.want("main", "k", "v2")
+	r2.commit("main", "after the race")
+	r1.want("main@", "k", "v2")
+	r2.want("main", "k", "v2")
+}

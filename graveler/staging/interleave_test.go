@@ -1,0 +1,387 @@
+package staging_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"graveler/etcdkv/etcdkvtest"
+	"graveler/graveler"
+	"graveler/graveler/staging"
+	"graveler/kv"
+	"graveler/kv/kvtest"
+)
+
+// Interleaving tests of the fenced write batcher: a request held in flight
+// by a kvtest.PauseStore, writers queued behind it, and callers giving up
+// at each point. The rule under test: a write whose caller is gone before
+// it was sent is never sent; a caller whose write was sent hears the
+// outcome, and its answer agrees with what the store holds.
+
+const holdTimeout = 20 * time.Second
+
+// pausedEnv is a Manager on a PauseStore over a fresh memory store or a
+// fresh embedded etcd.
+type pausedEnv struct {
+	t     *testing.T
+	ctx   context.Context
+	ps    *kvtest.PauseStore
+	m     *staging.Manager
+	st    graveler.StagingToken
+	reads []kv.KeyRef
+}
+
+func forEachPausedStore(t *testing.T, cfg staging.Config, f func(e *pausedEnv)) {
+	for _, b := range []struct {
+		name string
+		new  func(t *testing.T) kv.Store
+	}{
+		{"memory", func(t *testing.T) kv.Store { s := kv.NewMemoryStore(); t.Cleanup(func() { s.Close() }); return s }},
+		{"etcd", func(t *testing.T) kv.Store { return etcdkvtest.NewStore(t) }},
+	} {
+		t.Run(b.name, func(t *testing.T) {
+			if b.name == "etcd" && testing.Short() {
+				t.Skip("embedded etcd")
+			}
+			t.Parallel()
+			store := b.new(t)
+			ps := kvtest.NewPauseStore(store)
+			e := &pausedEnv{t: t, ctx: t.Context(), ps: ps, m: staging.New(ps, cfg), st: "tok"}
+			fence := []byte("fence")
+			if err := store.Set(e.ctx, fence, []byte("branch"), []byte("b1")); err != nil {
+				t.Fatal(err)
+			}
+			e.reads = []kv.KeyRef{{Partition: fence, Key: []byte("branch")}}
+			f(e)
+		})
+	}
+}
+
+// write runs a fenced write of key in the background.
+func (e *pausedEnv) write(ctx context.Context, key string) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.m.SetAndRead(ctx, e.st, graveler.Key(key), val(key), e.reads)
+		done <- err
+	}()
+	return done
+}
+
+// holdFirst starts a lone writer of key and holds its request before the
+// store sees it; the returned point releases it.
+func (e *pausedEnv) holdFirst(key string) (*kvtest.PausePoint, <-chan error) {
+	pt := e.ps.Pause(kvtest.Before, func(op kvtest.Op) bool { return op.Name == "set_and_read" })
+	done := e.write(e.ctx, key)
+	pt.Wait(e.t, holdTimeout)
+	return pt, done
+}
+
+// holdNext arms a point holding the next request other than held's.
+func (e *pausedEnv) holdNext(when kvtest.When, held *kvtest.PausePoint) *kvtest.PausePoint {
+	n := held.Op().N
+	return e.ps.Pause(when, func(op kvtest.Op) bool { return op.Name == "set_and_read" && op.N != n })
+}
+
+func (e *pausedEnv) waitQueued(n int) {
+	e.t.Helper()
+	deadline := time.Now().Add(holdTimeout)
+	for staging.QueuedForTest(e.m) != n {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("%d writers queued, want %d", staging.QueuedForTest(e.m), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// staged reports whether key is staged (with its own value).
+func (e *pausedEnv) staged(key string) bool {
+	e.t.Helper()
+	v, err := e.m.Get(e.ctx, e.st, graveler.Key(key))
+	if errors.Is(err, graveler.ErrEntryNotFound) {
+		return false
+	}
+	if err != nil || !sameValue(v, val(key)) {
+		e.t.Fatalf("get %s: %v %v", key, v, err)
+	}
+	return true
+}
+
+func wait(t *testing.T, done <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(holdTimeout):
+		t.Fatal("a write did not return")
+		return nil
+	}
+}
+
+// TestFencedQueuedWriterGivesUp: a writer queued behind a request in
+// flight whose context ends is answered with its context's error and
+// taken out of its batch: its write is never sent, while the others of
+// the batch are.
+func TestFencedQueuedWriterGivesUp(t *testing.T) {
+	forEachPausedStore(t, staging.Config{}, func(e *pausedEnv) {
+		pt, first := e.holdFirst("first")
+		ctx, cancel := context.WithCancel(e.ctx)
+		gone := e.write(ctx, "gone")
+		e.waitQueued(1)
+		stays := e.write(e.ctx, "stays")
+		e.waitQueued(2)
+		cancel()
+		if err := wait(t, gone); !errors.Is(err, context.Canceled) {
+			t.Fatalf("writer that gave up while queued: %v", err)
+		}
+		pt.Release()
+		for _, done := range []<-chan error{first, stays} {
+			if err := wait(t, done); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// A later write of the group runs after any batch queued before it.
+		if err := wait(t, e.write(e.ctx, "later")); err != nil {
+			t.Fatal(err)
+		}
+		if e.staged("gone") {
+			t.Fatal("the write of a caller that gave up while queued was sent")
+		}
+		if !e.staged("stays") || !e.staged("first") {
+			t.Fatal("a write of the batch is missing")
+		}
+	})
+}
+
+// TestFencedInFlightWriterGivesUp: once its batch is sent, a writer whose
+// context ends waits for the outcome and hears it, since its write may
+// land: here it did, and the writer is told so.
+func TestFencedInFlightWriterGivesUp(t *testing.T) {
+	for _, when := range []struct {
+		name string
+		when kvtest.When
+	}{{"held-before", kvtest.Before}, {"held-after", kvtest.After}} {
+		t.Run(when.name, func(t *testing.T) {
+			forEachPausedStore(t, staging.Config{}, func(e *pausedEnv) {
+				pt, first := e.holdFirst("first")
+				ctx, cancel := context.WithCancel(e.ctx)
+				gone := e.write(ctx, "gone")
+				stays := e.write(e.ctx, "stays")
+				e.waitQueued(2)
+				batch := e.holdNext(when.when, pt)
+				pt.Release()
+				if err := wait(t, first); err != nil {
+					t.Fatal(err)
+				}
+				batch.Wait(t, holdTimeout)
+				cancel()
+				batch.Release()
+				if err := wait(t, gone); err != nil {
+					t.Fatalf("a writer whose batch was in flight when it gave up: %v, want the batch's outcome", err)
+				}
+				if err := wait(t, stays); err != nil {
+					t.Fatal(err)
+				}
+				if !e.staged("gone") || !e.staged("stays") {
+					t.Fatal("a write acknowledged is missing")
+				}
+			})
+		})
+	}
+}
+
+// TestFencedInFlightAllGiveUp: when every writer of a batch in flight has
+// given up, the request is abandoned; whatever each one is answered
+// agrees with the store once the answer is given.
+func TestFencedInFlightAllGiveUp(t *testing.T) {
+	forEachPausedStore(t, staging.Config{}, func(e *pausedEnv) {
+		pt, first := e.holdFirst("first")
+		ctx, cancel := context.WithCancel(e.ctx)
+		gone := e.write(ctx, "gone")
+		e.waitQueued(1)
+		batch := e.holdNext(kvtest.Before, pt)
+		pt.Release()
+		if err := wait(t, first); err != nil {
+			t.Fatal(err)
+		}
+		batch.Wait(t, holdTimeout)
+		cancel()
+		batch.Release()
+		err := wait(t, gone)
+		if err := wait(t, e.write(e.ctx, "later")); err != nil {
+			t.Fatal(err)
+		}
+		switch staged := e.staged("gone"); {
+		case err == nil && !staged:
+			t.Fatal("acknowledged, not staged")
+		case err != nil && staged && !errors.Is(err, graveler.ErrAmbiguous):
+			t.Fatalf("staged after a definite failure: %v", err)
+		}
+	})
+}
+
+// TestFencedLoneWriterGivesUp: a lone writer sends on its own context; if
+// it gives up while its request is held before the store, the request
+// fails and nothing is written (on etcd the answer is an ambiguous one,
+// and the request was never sent).
+func TestFencedLoneWriterGivesUp(t *testing.T) {
+	forEachPausedStore(t, staging.Config{}, func(e *pausedEnv) {
+		pt := e.ps.Pause(kvtest.Before, func(op kvtest.Op) bool { return op.Name == "set_and_read" })
+		ctx, cancel := context.WithCancel(e.ctx)
+		done := e.write(ctx, "lone")
+		pt.Wait(t, holdTimeout)
+		cancel()
+		pt.Release()
+		if err := wait(t, done); !errors.Is(err, context.Canceled) {
+			t.Fatalf("lone writer that gave up: %v", err)
+		}
+		if err := wait(t, e.write(e.ctx, "later")); err != nil {
+			t.Fatal(err)
+		}
+		if e.staged("lone") {
+			t.Fatal("the write of a caller that gave up before it was sent landed")
+		}
+	})
+}
+
+// refusingStore refuses a set-and-read of more than maxOps writes as etcd
+// refuses a transaction over its --max-txn-ops, and holds requests at a
+// gate.
+type refusingStore struct {
+	*kvtest.PauseStore
+	maxOps int
+	mu     sync.Mutex
+	sizes  []int
+}
+
+func (s *refusingStore) SetAndRead(ctx context.Context, writes []kv.Write, reads []kv.KeyRef) ([]kv.Entry, error) {
+	s.mu.Lock()
+	s.sizes = append(s.sizes, len(writes))
+	s.mu.Unlock()
+	if len(writes) > s.maxOps {
+		return nil, fmt.Errorf("%w: %d writes", kv.ErrTooManyOps, len(writes))
+	}
+	return s.PauseStore.SetAndRead(ctx, writes, reads)
+}
+
+// TestFencedBatchRefusedGoesAlone: a batch the store refuses for its
+// number of operations is sent again write by write, so every writer
+// succeeds; a writer that gave up before that is not sent again.
+func TestFencedBatchRefusedGoesAlone(t *testing.T) {
+	forEachPausedStore(t, staging.Config{}, func(e *pausedEnv) {
+		rs := &refusingStore{PauseStore: e.ps, maxOps: 1}
+		e.m = staging.New(rs, staging.Config{})
+		pt, first := e.holdFirst("first")
+		ctx, cancel := context.WithCancel(e.ctx)
+		var dones []<-chan error
+		for i := range 4 {
+			dones = append(dones, e.write(e.ctx, fmt.Sprintf("k%d", i)))
+		}
+		e.waitQueued(4)
+		gone := e.write(ctx, "gone")
+		e.waitQueued(5)
+		// The shared request is refused; hold the first write sent alone
+		// and give up meanwhile: the refused request applied nothing.
+		alone := e.holdNext(kvtest.Before, pt)
+		pt.Release()
+		if err := wait(t, first); err != nil {
+			t.Fatal(err)
+		}
+		alone.Wait(t, holdTimeout)
+		cancel()
+		alone.Release()
+		for _, done := range dones {
+			if err := wait(t, done); err != nil {
+				t.Fatalf("a write that fits alone, after its batch was refused: %v", err)
+			}
+		}
+		switch err, staged := wait(t, gone), e.staged("gone"); {
+		case err == nil && !staged:
+			t.Fatal("acknowledged, not staged")
+		case err != nil && staged && !errors.Is(err, graveler.ErrAmbiguous):
+			t.Fatalf("a write refused with its batch was sent again after its caller gave up: %v", err)
+		}
+		for i := range 4 {
+			if !e.staged(fmt.Sprintf("k%d", i)) {
+				t.Fatalf("k%d missing", i)
+			}
+		}
+	})
+}
+
+// TestFencedBatchBytes: a batch stays within FencedBatchBytes, also when
+// a later write of a key already queued replaces the earlier one with a
+// larger value; only a write larger than the limit by itself goes over,
+// alone.
+func TestFencedBatchBytes(t *testing.T) {
+	const limit = 600
+	forEachPausedStore(t, staging.Config{FencedBatchBytes: limit}, func(e *pausedEnv) {
+		var mu sync.Mutex
+		var over []string
+		sizes := &sizingStore{PauseStore: e.ps, check: func(writes []kv.Write) {
+			n := 0
+			for _, w := range writes {
+				n += len(w.Partition) + len(w.Key) + len(w.Value)
+			}
+			if len(writes) > 1 && n > limit {
+				mu.Lock()
+				over = append(over, fmt.Sprintf("%d writes, %d bytes", len(writes), n))
+				mu.Unlock()
+			}
+		}}
+		e.m = staging.New(sizes, staging.Config{FencedBatchBytes: limit})
+		pt, first := e.holdFirst("first")
+		small := func(key string, n int) *graveler.Value {
+			return &graveler.Value{Identity: []byte("id-" + key), Data: make([]byte, n)}
+		}
+		var dones []<-chan error
+		set := func(key string, v *graveler.Value) {
+			done := make(chan error, 1)
+			go func() {
+				_, err := e.m.SetAndRead(e.ctx, e.st, graveler.Key(key), v, e.reads)
+				done <- err
+			}()
+			dones = append(dones, done)
+		}
+		set("a", small("a", 100))
+		e.waitQueued(1)
+		set("b", small("b", 250))
+		e.waitQueued(2)
+		// Replacing a's 100 bytes with 400 would take the batch past the
+		// limit: it goes in the next batch instead.
+		set("a", small("a", 400))
+		e.waitQueued(3)
+		// Larger than the limit on its own.
+		set("huge", small("huge", 2*limit))
+		e.waitQueued(4)
+		pt.Release()
+		if err := wait(t, first); err != nil {
+			t.Fatal(err)
+		}
+		for _, done := range dones {
+			if err := wait(t, done); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if len(over) > 0 {
+			t.Fatalf("batches over %d bytes: %v", limit, over)
+		}
+		v, err := e.m.Get(e.ctx, e.st, graveler.Key("a"))
+		if err != nil || len(v.Data) != 400 {
+			t.Fatalf("the later write of a: %d bytes, %v", len(v.Data), err)
+		}
+	})
+}
+
+// sizingStore checks every set-and-read's writes.
+type sizingStore struct {
+	*kvtest.PauseStore
+	check func([]kv.Write)
+}
+
+func (s *sizingStore) SetAndRead(ctx context.Context, writes []kv.Write, reads []kv.KeyRef) ([]kv.Entry, error) {
+	s.check(writes)
+	return s.PauseStore.SetAndRead(ctx, writes, reads)
+}
