@@ -170,8 +170,9 @@ func TestCLIExamples(t *testing.T) {
 
 // TestLayoutOnEtcd writes one key of every kind in keys.Layout through the
 // etcd store and reads the raw etcd keyspace: each key sits at
-// $ROOT/<partition>/<key>, the path the tree in key-layout.md shows, and
-// nothing else is written.
+// $ROOT/<partition element>/<key> (etcdkv.PartitionElement: '/' in the
+// name written ':'), the path the tree in key-layout.md shows, and nothing
+// else is written.
 func TestLayoutOnEtcd(t *testing.T) {
 	ctx := t.Context()
 	srv := etcdkvtest.NewServer(t)
@@ -191,7 +192,7 @@ func TestLayoutOnEtcd(t *testing.T) {
 		if err := store.Set(ctx, []byte(p), []byte(key), []byte("v")); err != nil {
 			t.Fatalf("set %s %s: %v", p, key, err)
 		}
-		want = append(want, etcdkv.DefaultPrefix+"/"+p+"/"+key)
+		want = append(want, etcdkv.DefaultPrefix+"/"+etcdkv.PartitionElement([]byte(p))+"/"+key)
 	}
 	resp, err := srv.Client.Get(ctx, etcdkv.DefaultPrefix+"/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
@@ -206,3 +207,42 @@ func TestLayoutOnEtcd(t *testing.T) {
 		t.Errorf("raw etcd keys:\n%s\nwant (the layout's paths):\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+var testNameRE = regexp.MustCompile("`((?:Test|test)[A-Za-z0-9_]+)`")
+
+// TestCorrectnessTableNamesRealTests checks that every test correctness.md
+// names for a compare-and-swap path is a test function of the module, so
+// the table cannot silently outlive a renamed or removed test.
+func TestCorrectnessTableNamesRealTests(t *testing.T) {
+	doc := read(t, "correctness.md")
+	names := testNameRE.FindAllStringSubmatch(doc, -1)
+	if len(names) < 20 {
+		t.Fatalf("correctness.md names only %d tests; has the table moved?", len(names))
+	}
+	defined := map[string]bool{}
+	err := filepath.WalkDir(repoRoot, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && strings.HasPrefix(d.Name(), ".") && path != repoRoot {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, "_test.go") && !strings.HasSuffix(path, "kvtest.go") {
+			return nil
+		}
+		for _, m := range testFuncRE.FindAllStringSubmatch(read(t, path), -1) {
+			defined[m[1]] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range names {
+		if !defined[m[1]] {
+			t.Errorf("correctness.md names %s, which no test file defines", m[1])
+		}
+	}
+}
+
+var testFuncRE = regexp.MustCompile(`(?m)^func ((?:Test|test)[A-Za-z0-9_]+)\(`)
