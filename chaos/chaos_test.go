@@ -12,12 +12,12 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 
 	pb "graveler/api/graveler/v1"
 	"graveler/client"
+	"graveler/etcdkv"
 	"graveler/server/daemon"
 )
 
@@ -30,10 +30,70 @@ var (
 	cleanGap = flag.Duration("chaos.cleaner-interval", 2*time.Second, "pause between the leading cleaner's passes")
 )
 
-// faults injects one fault at a time, keeping an etcd quorum: stop the
-// leader or a follower for a while and restart it, or restart a gravelerd.
+// faults injects one fault at a time, keeping an etcd quorum: freeze the
+// leader or a follower with SIGSTOP for a while and resume it, kill -9
+// the leader or a follower and restart it on its data, or restart a
+// gravelerd.
 type faults struct {
-	members, leaders, gravelerds atomic.Int64
+	leaderPauses, followerPauses, leaderKills, followerKills, gravelerds atomic.Int64
+}
+
+func (f *faults) total() int64 {
+	return f.leaderPauses.Load() + f.followerPauses.Load() + f.leaderKills.Load() + f.followerKills.Load() + f.gravelerds.Load()
+}
+
+func (f *faults) String() string {
+	return fmt.Sprintf("%d leader pauses, %d follower pauses, %d leader kills, %d follower kills, %d gravelerd restarts",
+		f.leaderPauses.Load(), f.followerPauses.Load(), f.leaderKills.Load(), f.followerKills.Load(), f.gravelerds.Load())
+}
+
+// memberFault applies one etcd fault to the leader or a follower, holds
+// it for down, and undoes it, waiting until the member serves again.
+// It reports false (after logging why) when no suitable member was found
+// and nothing was done.
+func memberFault(t *testing.T, c *cluster, rng *rand.Rand, leader, kill bool, down time.Duration, f *faults, note string) bool {
+	var m *member
+	if leader {
+		m = c.leader()
+	} else {
+		m = c.follower(rng.IntN)
+	}
+	if m == nil {
+		t.Logf("fault skipped: no leader found %s", note)
+		return false
+	}
+	role := map[bool]string{true: "leader", false: "follower"}[leader]
+	if kill {
+		t.Logf("fault: kill -9 etcd %s %s, restart after %s %s", role, m.name, down, note)
+		c.kill(m)
+		time.Sleep(down)
+		if err := c.restart(m); err != nil {
+			t.Errorf("restart %s: %v", m.name, err)
+			return false
+		}
+		if leader {
+			f.leaderKills.Add(1)
+		} else {
+			f.followerKills.Add(1)
+		}
+		return true
+	}
+	t.Logf("fault: SIGSTOP etcd %s %s for %s %s", role, m.name, down, note)
+	if err := c.pause(m); err != nil {
+		t.Errorf("pause %s: %v", m.name, err)
+		return false
+	}
+	time.Sleep(down)
+	if err := c.resume(m); err != nil {
+		t.Errorf("resume %s: %v", m.name, err)
+		return false
+	}
+	if leader {
+		f.leaderPauses.Add(1)
+	} else {
+		f.followerPauses.Add(1)
+	}
+	return true
 }
 
 // Each fault's log line carries the calls made and failed since the
@@ -55,29 +115,18 @@ func injectFaults(ctx context.Context, t *testing.T, rng *rand.Rand, c *cluster,
 		}
 		down := time.Duration(500+rng.IntN(2500)) * time.Millisecond
 		faultStart := time.Now()
-		switch n % 3 {
-		case 0: // the leader
-			m := c.leader()
-			if m == nil {
-				continue
-			}
-			t.Logf("fault %d: stop etcd leader %s for %s %s", n, m.name, down, since())
-			if err := c.restart(m, down); err != nil {
-				t.Errorf("restart %s: %v", m.name, err)
-				return
-			}
-			f.leaders.Add(1)
-		case 1: // any member
-			m := c.members[rng.IntN(len(c.members))]
-			t.Logf("fault %d: stop etcd member %s for %s %s", n, m.name, down, since())
-			if err := c.restart(m, down); err != nil {
-				t.Errorf("restart %s: %v", m.name, err)
-				return
-			}
-			f.members.Add(1)
+		switch n % 5 {
+		case 0:
+			memberFault(t, c, rng, true, false, down, f, since())
+		case 1:
+			memberFault(t, c, rng, false, false, down, f, since())
 		case 2:
+			memberFault(t, c, rng, true, true, down, f, since())
+		case 3:
+			memberFault(t, c, rng, false, true, down, f, since())
+		case 4:
 			g := gs[rng.IntN(len(gs))]
-			t.Logf("fault %d: restart gravelerd %s %s", n, g.addr, since())
+			t.Logf("fault: restart gravelerd %s %s", g.addr, since())
 			if err := g.stop(); err != nil {
 				t.Logf("gravelerd %s stopped with %v", g.addr, err)
 			}
@@ -87,6 +136,9 @@ func injectFaults(ctx context.Context, t *testing.T, rng *rand.Rand, c *cluster,
 				return
 			}
 			f.gravelerds.Add(1)
+		}
+		if t.Failed() {
+			return
 		}
 		t.Logf("fault %d: everything back after %.1fs", n, time.Since(faultStart).Seconds())
 	}
@@ -176,8 +228,8 @@ func TestChaos(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	t.Logf("load done: %d operations, %d acknowledged, %d failed; faults: %d leader stops, %d member stops, %d gravelerd restarts",
-		l.ops.Load(), l.acked.Load(), l.failed.Load(), fs.leaders.Load(), fs.members.Load(), fs.gravelerds.Load())
+	t.Logf("load done: %d operations, %d acknowledged, %d failed; faults: %s",
+		l.ops.Load(), l.acked.Load(), l.failed.Load(), &fs)
 	t.Logf("failed calls by operation and code: %s", l.failureSummary())
 
 	// Check, with every member and both gravelerds up.
@@ -221,12 +273,12 @@ func TestChaos(t *testing.T) {
 	if err := runCleaner(ctx, t, c.endpoints(), daemon.DefaultEtcdPrefix); err != nil {
 		t.Fatalf("cleaner: %v", err)
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: c.endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	raw, err := etcdkv.New(ctx, etcdkv.Config{Endpoints: c.endpoints(), Prefix: daemon.DefaultEtcdPrefix, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cli.Close()
-	repoParts, stagingParts, err := orphans(ctx, cli, daemon.DefaultEtcdPrefix)
+	defer raw.Close()
+	repoParts, stagingParts, err := orphans(ctx, raw)
 	if err != nil {
 		t.Fatalf("orphan scan: %v", err)
 	}
@@ -235,10 +287,9 @@ func TestChaos(t *testing.T) {
 			len(repoParts), head(repoParts), len(stagingParts), head(stagingParts))
 	}
 
-	fmt.Printf("CHAOS duration=%s seed=%d operations=%d acknowledged=%d failed=%d verified=%d faults=%d (leader stops %d, member stops %d, gravelerd restarts %d) cleaner-passes-during-load=%.0f keys-reclaimed-during-load=%.0f orphans=%d\n",
+	fmt.Printf("CHAOS duration=%s seed=%d operations=%d acknowledged=%d failed=%d verified=%d faults=%d (%s) cleaner-passes-during-load=%.0f keys-reclaimed-during-load=%.0f orphans=%d\n",
 		*duration, s, l.ops.Load(), l.acked.Load(), l.failed.Load(), l.verified.Load(),
-		fs.leaders.Load()+fs.members.Load()+fs.gravelerds.Load(), fs.leaders.Load(), fs.members.Load(), fs.gravelerds.Load(),
-		during.passes, during.keys, len(repoParts)+len(stagingParts))
+		fs.total(), &fs, during.passes, during.keys, len(repoParts)+len(stagingParts))
 	if l.acked.Load() == 0 || l.verified.Load() == 0 {
 		t.Errorf("nothing acknowledged or verified: the run proved nothing")
 	}

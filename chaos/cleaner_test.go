@@ -27,7 +27,6 @@ func runCleaner(ctx context.Context, t *testing.T, endpoints []string, root stri
 	c := cleaner.New(store, cleaner.Config{
 		Sweep:      true,
 		SweepGrace: -1,
-		Lister:     cleaner.NewEtcdLister(store.Client(), store.Prefix()),
 	})
 	sum, err := c.RunOnce(ctx)
 	t.Logf("cleaner: %+v", sum)
@@ -66,7 +65,6 @@ func startCleanerDaemons(t *testing.T, endpoints []string, root string, n int, i
 			SweepGrace: -1,
 			Interval:   interval,
 			Timeout:    30 * time.Second,
-			Lister:     cleaner.NewEtcdLister(store.Client(), store.Prefix()),
 			Elector:    cleaner.NewEtcdElector(store.Client(), cleaner.ElectionKey(store.Prefix()), fmt.Sprintf("chaos-cleaner-%d", i), 2),
 		})
 		d.wg.Go(func() {

@@ -17,7 +17,8 @@ import (
 
 // TestClusterFaults checks the fault machinery and the layer below
 // gravelerd on their own: clients put unique keys straight into the
-// three-member cluster while members (the leader included) are stopped and
+// three-member cluster of etcd processes while members (the leader
+// included) are paused with SIGSTOP and resumed, or killed with SIGKILL and
 // restarted; afterwards every acknowledged put must be readable with its
 // value. Run: go test -tags chaos ./chaos -run TestClusterFaults -v -chaos.duration=30s
 func TestClusterFaults(t *testing.T) {
@@ -61,7 +62,7 @@ func TestClusterFaults(t *testing.T) {
 			}
 		})
 	}
-	var leaders, members atomic.Int64
+	var fs faults
 	wg.Go(func() {
 		for n := 0; ; n++ {
 			select {
@@ -69,19 +70,10 @@ func TestClusterFaults(t *testing.T) {
 				return
 			case <-time.After(*faultGap):
 			}
-			m := c.members[rng.IntN(len(c.members))]
-			if n%2 == 0 {
-				if m = c.leader(); m == nil {
-					continue
-				}
-				leaders.Add(1)
-			} else {
-				members.Add(1)
-			}
 			down := time.Duration(500+rng.IntN(2500)) * time.Millisecond
-			t.Logf("fault %d: stop %s for %s", n, m.name, down)
-			if err := c.restart(m, down); err != nil {
-				t.Errorf("restart %s: %v", m.name, err)
+			// Leader pause, follower pause, leader kill, follower kill.
+			memberFault(t, c, rng, n%2 == 0, n%4 >= 2, down, &fs, fmt.Sprintf("(fault %d)", n))
+			if t.Failed() {
 				return
 			}
 		}
@@ -112,9 +104,9 @@ func TestClusterFaults(t *testing.T) {
 		}
 		verified++
 	}
-	fmt.Printf("CHAOS-ETCD duration=%s seed=%d operations=%d acknowledged=%d failed=%d verified=%d faults=%d (leader stops %d, member stops %d)\n",
-		*duration, s, ops.Load(), acked.Load(), failed.Load(), verified, leaders.Load()+members.Load(), leaders.Load(), members.Load())
-	if acked.Load() == 0 || leaders.Load() == 0 {
+	fmt.Printf("CHAOS-ETCD duration=%s seed=%d operations=%d acknowledged=%d failed=%d verified=%d faults=%d (%s)\n",
+		*duration, s, ops.Load(), acked.Load(), failed.Load(), verified, fs.total(), &fs)
+	if acked.Load() == 0 || fs.leaderPauses.Load()+fs.leaderKills.Load() == 0 {
 		t.Errorf("no acknowledged writes or no leader faults: the run proved nothing")
 	}
 }

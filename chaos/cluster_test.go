@@ -3,26 +3,32 @@
 package chaos
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
-	"net/url"
+	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
-	"go.etcd.io/etcd/server/v3/embed"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"graveler/server/daemon"
 )
 
 // reserveAddr picks a free loopback port. The port is released before
-// etcd binds it, which is racy against other processes but keeps the
+// its user binds it, which is racy against other processes but keeps a
 // member's address fixed across restarts.
-func reserveAddr(t *testing.T) string {
+func reserveAddr(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -32,145 +38,363 @@ func reserveAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
+// etcdBinary builds ./etcdproc (etcd's own main) once per test binary, so
+// that members are separate OS processes: only then can a test kill one
+// with SIGKILL (no leadership transfer, no flush) or freeze it with
+// SIGSTOP (its sockets stay open and silent, as a stalled host's would).
+var etcdBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "graveler-chaos-etcd-")
+	if err != nil {
+		return "", err
+	}
+	builtDir = dir
+	bin := filepath.Join(dir, "etcd")
+	gocmd, err := exec.LookPath("go")
+	if err != nil {
+		return "", fmt.Errorf("building etcd for the chaos tests needs the go command on PATH: %w", err)
+	}
+	// The test runs in its package directory, inside the module, so the
+	// package path resolves against this module's go.mod and go.sum.
+	cmd := exec.Command(gocmd, "build", "-tags", "chaos", "-o", bin, "graveler/chaos/etcdproc")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build etcdproc: %w\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// builtDir holds the etcd binary; TestMain removes it.
+var builtDir string
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if builtDir != "" {
+		_ = os.RemoveAll(builtDir)
+	}
+	os.Exit(code)
+}
+
+// member is one etcd process. Its ports and data directory are fixed, so a
+// killed member restarts as itself.
 type member struct {
 	name      string
 	dir       string
-	clientURL url.URL
-	peerURL   url.URL
-	etcd      *embed.Etcd
-	restarted bool
+	log       string
+	clientURL string
+	peerURL   string
+
+	// Under cluster.mu.
+	cmd     *exec.Cmd
+	exited  chan struct{} // closed when cmd has exited
+	paused  bool
+	started bool // has run once: later starts join the existing cluster
 }
 
-// cluster is a three-member etcd cluster whose members can be stopped and
-// restarted in place.
+// cluster is an etcd cluster of separate processes on loopback whose
+// members can be killed (SIGKILL) and restarted on their data, or paused
+// (SIGSTOP) and resumed (SIGCONT). Every process is killed when the test
+// ends, pass or fail; a failed test prints the tail of each member's log.
 type cluster struct {
-	t       *testing.T
+	t       testing.TB
+	bin     string
 	mu      sync.Mutex
 	members []*member
 	initial string
+	admin   *clientv3.Client
 }
 
-func startCluster(t *testing.T, n int) *cluster {
+func startCluster(t testing.TB, n int) *cluster {
 	t.Helper()
-	c := &cluster{t: t}
+	bin, err := etcdBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cluster{t: t, bin: bin}
+	root := t.TempDir()
 	var peers []string
 	for i := range n {
+		name := fmt.Sprintf("m%d", i)
 		m := &member{
-			name:      fmt.Sprintf("m%d", i),
-			dir:       filepath.Join(t.TempDir(), fmt.Sprintf("m%d", i)),
-			clientURL: url.URL{Scheme: "http", Host: reserveAddr(t)},
-			peerURL:   url.URL{Scheme: "http", Host: reserveAddr(t)},
+			name:      name,
+			dir:       filepath.Join(root, name),
+			log:       filepath.Join(root, name+".log"),
+			clientURL: "http://" + reserveAddr(t),
+			peerURL:   "http://" + reserveAddr(t),
 		}
 		c.members = append(c.members, m)
-		peers = append(peers, m.name+"="+m.peerURL.String())
+		peers = append(peers, m.name+"="+m.peerURL)
 	}
 	c.initial = strings.Join(peers, ",")
-	var wg sync.WaitGroup
-	errs := make([]error, n)
-	for i, m := range c.members {
-		wg.Go(func() { errs[i] = c.start(m) })
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
+	// Registered first, so it runs last: after every process is gone.
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		// The data directory goes with the test; the logs are kept.
+		keep, err := os.MkdirTemp("", "graveler-chaos-logs-")
+		for _, m := range c.members {
+			saved := m.log
+			if err == nil {
+				if data, rerr := os.ReadFile(m.log); rerr == nil {
+					saved = filepath.Join(keep, m.name+".log")
+					_ = os.WriteFile(saved, data, 0o644)
+				}
+			}
+			t.Logf("last lines of etcd %s's log (all of it: %s):\n%s", m.name, saved, tail(m.log, 40))
+		}
+	})
+	t.Cleanup(c.killAll)
+	for _, m := range c.members {
+		if err := c.spawn(m); err != nil {
 			t.Fatal(err)
 		}
 	}
-	t.Cleanup(func() {
-		for _, m := range c.members {
-			c.stop(m)
+	// A new member is ready only once a quorum has formed, so wait for
+	// all after starting all.
+	for _, m := range c.members {
+		if err := c.waitReady(m, time.Minute); err != nil {
+			t.Fatal(err)
 		}
-	})
+	}
+	c.admin, err = clientv3.New(clientv3.Config{Endpoints: c.endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.admin.Close() })
 	return c
 }
 
-func (c *cluster) start(m *member) error {
-	cfg := embed.NewConfig()
-	cfg.Name = m.name
-	cfg.Dir = m.dir
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{m.clientURL}, []url.URL{m.clientURL}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{m.peerURL}, []url.URL{m.peerURL}
-	cfg.InitialCluster = c.initial
-	cfg.InitialClusterToken = "graveler-chaos"
-	if m.restarted {
-		cfg.ClusterState = embed.ClusterStateFlagExisting
-	}
-	cfg.TickMs, cfg.ElectionMs = 20, 200
-	cfg.UnsafeNoFsync = true
-	cfg.AutoCompactionMode, cfg.AutoCompactionRetention = "periodic", "1m"
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		return fmt.Errorf("etcd %s: %w", m.name, err)
-	}
-	select {
-	case <-e.Server.ReadyNotify():
-	case err := <-e.Err():
-		e.Close()
-		return fmt.Errorf("etcd %s: %w", m.name, err)
-	case <-time.After(60 * time.Second):
-		e.Close()
-		return fmt.Errorf("etcd %s: not ready in 60s", m.name)
-	}
+// spawn starts m's process without waiting for it to serve.
+func (c *cluster) spawn(m *member) error {
 	c.mu.Lock()
-	m.etcd = e
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	if m.cmd != nil {
+		return fmt.Errorf("etcd %s: already running", m.name)
+	}
+	state := "new"
+	if m.started {
+		state = "existing"
+	}
+	logf, err := os.OpenFile(m.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("etcd %s: log: %w", m.name, err)
+	}
+	defer logf.Close() // the child has its own descriptor
+	fmt.Fprintf(logf, "==== %s: start (%s)\n", time.Now().Format(time.RFC3339Nano), state)
+	cmd := exec.Command(c.bin,
+		"--name", m.name,
+		"--data-dir", m.dir,
+		"--listen-client-urls", m.clientURL,
+		"--advertise-client-urls", m.clientURL,
+		"--listen-peer-urls", m.peerURL,
+		"--initial-advertise-peer-urls", m.peerURL,
+		"--initial-cluster", c.initial,
+		"--initial-cluster-token", "graveler-chaos",
+		"--initial-cluster-state", state,
+		// Fast failure detection: a stopped leader is replaced within
+		// about a second.
+		"--heartbeat-interval", "50",
+		"--election-timeout", "500",
+		// SIGKILL loses no written data (the page cache survives the
+		// process); only a machine crash would, which is not modelled.
+		"--unsafe-no-fsync",
+		"--auto-compaction-mode", "periodic",
+		"--auto-compaction-retention", "1m",
+		"--log-outputs", "stderr",
+	)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = childAttrs()
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("etcd %s: start: %w", m.name, err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	m.cmd, m.exited, m.paused, m.started = cmd, exited, false, true
 	return nil
 }
 
-func (c *cluster) stop(m *member) {
+// waitReady waits until m answers /health (it has a leader and serves a
+// read), or fails early with its log's tail if the process exits.
+func (c *cluster) waitReady(m *member, timeout time.Duration) error {
 	c.mu.Lock()
-	e := m.etcd
-	m.etcd = nil
+	exited := m.exited
 	c.mu.Unlock()
-	if e != nil {
-		e.Close()
+	hc := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(timeout)
+	for {
+		if exited == nil {
+			return fmt.Errorf("etcd %s: not running", m.name)
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("etcd %s: exited while starting; log tail:\n%s", m.name, tail(m.log, 30))
+		default:
+		}
+		resp, err := hc.Get(m.clientURL + "/health")
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK && strings.Contains(string(body), `"health":"true"`) {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("etcd %s: not healthy after %s; log tail:\n%s", m.name, timeout, tail(m.log, 30))
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
-// kill stops m abruptly, as a crash would: raft halts at once, with no
-// leadership transfer (a leader's in-flight proposals may or may not be
-// committed by its successor), and then the client and peer listeners
-// close. A graceful stop (embed.Etcd.Close alone) would first hand the
-// leadership over and let pending requests finish, so clients would never
-// meet a cluster without a leader.
+// kill sends SIGKILL to m (paused or not) and waits for it to exit.
 func (c *cluster) kill(m *member) {
 	c.mu.Lock()
-	e := m.etcd
-	m.etcd = nil
+	cmd, exited := m.cmd, m.exited
+	m.cmd, m.exited, m.paused = nil, nil, false
 	c.mu.Unlock()
-	if e != nil {
-		e.Server.HardStop()
-		e.Close()
+	if cmd == nil {
+		return
+	}
+	// The whole group: etcd starts no children, but nothing may outlive the test.
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	_ = cmd.Process.Kill()
+	<-exited
+}
+
+// restart starts a killed m again on its data directory and ports and
+// waits until it serves.
+func (c *cluster) restart(m *member) error {
+	if err := c.spawn(m); err != nil {
+		return err
+	}
+	return c.waitReady(m, time.Minute)
+}
+
+// pause freezes m with SIGSTOP: its sockets stay open and answer nothing.
+func (c *cluster) pause(m *member) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m.cmd == nil {
+		return fmt.Errorf("etcd %s: not running", m.name)
+	}
+	if err := m.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("etcd %s: SIGSTOP: %w", m.name, err)
+	}
+	m.paused = true
+	return nil
+}
+
+// resume continues a paused m and waits until it serves again.
+func (c *cluster) resume(m *member) error {
+	c.mu.Lock()
+	if m.cmd == nil {
+		c.mu.Unlock()
+		return fmt.Errorf("etcd %s: not running", m.name)
+	}
+	err := m.cmd.Process.Signal(syscall.SIGCONT)
+	m.paused = false
+	c.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("etcd %s: SIGCONT: %w", m.name, err)
+	}
+	return c.waitReady(m, time.Minute)
+}
+
+func (c *cluster) killAll() {
+	for _, m := range c.members {
+		c.kill(m)
 	}
 }
 
-// restart kills m, waits down, and starts it again on its directory and ports.
-func (c *cluster) restart(m *member, down time.Duration) error {
-	c.kill(m)
-	time.Sleep(down)
-	m.restarted = true
-	return c.start(m)
-}
-
-// leader returns the member the running members agree is leader, or nil.
-func (c *cluster) leader() *member {
+// running returns the members that are up and not paused.
+func (c *cluster) running() []*member {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	var out []*member
 	for _, m := range c.members {
-		if m.etcd != nil && m.etcd.Server.Leader() == m.etcd.Server.MemberID() {
+		if m.cmd != nil && !m.paused {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// leader asks each running member for its status and returns the one that
+// reports itself leader, or nil.
+func (c *cluster) leader() *member {
+	for _, m := range c.running() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		st, err := c.admin.Status(ctx, m.clientURL)
+		cancel()
+		if err == nil && st.Leader != 0 && st.Leader == st.Header.GetMemberId() {
 			return m
 		}
 	}
 	return nil
 }
 
+// waitLeader polls for a leader for up to timeout.
+func (c *cluster) waitLeader(timeout time.Duration) (*member, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		if m := c.leader(); m != nil {
+			return m, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, errors.New("etcd: no leader")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// follower returns a running member other than the leader (pick chooses
+// among them), or nil.
+func (c *cluster) follower(pick func(n int) int) *member {
+	l := c.leader()
+	if l == nil {
+		return nil
+	}
+	var fs []*member
+	for _, m := range c.running() {
+		if m != l {
+			fs = append(fs, m)
+		}
+	}
+	if len(fs) == 0 {
+		return nil
+	}
+	return fs[pick(len(fs))]
+}
+
 func (c *cluster) endpoints() []string {
 	var eps []string
 	for _, m := range c.members {
-		eps = append(eps, m.clientURL.String())
+		eps = append(eps, m.clientURL)
 	}
 	return eps
+}
+
+// tail returns the last n lines of the file at path.
+func tail(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	var lines []string
+	s := bufio.NewScanner(f)
+	s.Buffer(make([]byte, 64<<10), 1<<20)
+	for s.Scan() {
+		lines = append(lines, s.Text())
+		if len(lines) > 2*n {
+			lines = lines[len(lines)-n:]
+		}
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }
 
 // gravelerd is an in-process gravelerd on a fixed address, restartable.

@@ -5,20 +5,21 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"graveler/etcdkv"
 	"graveler/graveler/ref"
 	"graveler/keys"
 )
 
 // orphans lists, straight from etcd, the repository partitions that no
 // live repository record names and the staging partitions that no branch
-// of a live repository references. root is gravelerd's etcd prefix.
-func orphans(ctx context.Context, cli *clientv3.Client, root string) (repoParts, stagingParts []string, err error) {
-	root = strings.TrimSuffix(root, "/") + "/"
-	resp, err := cli.Get(ctx, root, clientv3.WithPrefix())
+// of a live repository references. s is a store on gravelerd's root; it
+// only reads raw keys and maps them back to partitions.
+func orphans(ctx context.Context, s *etcdkv.Store) (repoParts, stagingParts []string, err error) {
+	root := s.Prefix() + "/"
+	resp, err := s.Client().Get(ctx, root, clientv3.WithPrefix())
 	if err != nil {
 		return nil, nil, fmt.Errorf("list %s: %w", root, err)
 	}
@@ -26,26 +27,31 @@ func orphans(ctx context.Context, cli *clientv3.Client, root string) (repoParts,
 	seenRepo := map[string]bool{}    // repository partitions present
 	seenStaging := map[string]bool{} // staging tokens present
 	branchRecords := map[string][][]byte{}
-	reposRecord := keys.PartitionGraveler + "/" + keys.ReposPrefix
 	for _, kv := range resp.Kvs {
-		k := strings.TrimPrefix(string(kv.Key), root)
-		switch {
-		case strings.HasPrefix(k, reposRecord):
-			name := strings.TrimPrefix(k, reposRecord)
+		part, key, ok := s.ParseRawKey(kv.Key)
+		if !ok {
+			continue
+		}
+		if string(part) == keys.PartitionGraveler {
+			name, err := keys.ParseRepository(key)
+			if err != nil {
+				continue
+			}
 			r, err := ref.DecodeRepository(kv.Value)
 			if err != nil {
 				return nil, nil, fmt.Errorf("repository record %s: %w", name, err)
 			}
 			live[string(keys.RepositoryPartition(name, string(r.UniqueID)))] = true
-		case strings.HasPrefix(k, "repo/"):
-			part, rest, _ := strings.Cut(strings.TrimPrefix(k, "repo/"), "/")
-			part = "repo/" + part
-			seenRepo[part] = true
-			if strings.HasPrefix(rest, keys.BranchesPrefix) {
-				branchRecords[part] = append(branchRecords[part], kv.Value)
+			continue
+		}
+		if _, _, err := keys.ParseRepositoryPartition(part); err == nil {
+			seenRepo[string(part)] = true
+			if len(key) > len(keys.BranchesPrefix) && string(key[:len(keys.BranchesPrefix)]) == keys.BranchesPrefix {
+				branchRecords[string(part)] = append(branchRecords[string(part)], kv.Value)
 			}
-		case strings.HasPrefix(k, "staging/"):
-			tok, _, _ := strings.Cut(strings.TrimPrefix(k, "staging/"), "/")
+			continue
+		}
+		if tok, err := keys.ParseStagingPartition(part); err == nil {
 			seenStaging[tok] = true
 		}
 	}

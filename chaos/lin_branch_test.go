@@ -1,0 +1,276 @@
+//go:build chaos
+
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+
+	pb "graveler/api/graveler/v1"
+	"graveler/client"
+)
+
+// brIn is one call on a branch: put, get or delete of a key (values unique
+// per put), or commit (no key: it belongs to every key's history).
+type brIn struct {
+	Op    string
+	Key   string
+	Value string
+}
+
+// brOut is its outcome; Value is what a get returned ("" when not found).
+type brOut struct {
+	Value string
+	Res   res
+}
+
+// brState is one key of a branch: the value its readers see (staged over
+// committed) and the value in its head commit.
+type brState struct{ Vis, Com string }
+
+// branchModel is one key of a branch. A commit is placed where it seals
+// the branch's staged entries (a commit's content is what was visible
+// then): it succeeds with anything, and fails with NO_CHANGES only if
+// nothing differs from the head, which for this key means Vis == Com.
+// Committed values are not read back: the head moves when the commit
+// ends, not when it seals, so a read of the head is not atomic with a
+// commit in this model. As in kvModel, an open-ended operation is
+// applied wherever it is placed.
+var branchModel = linModel{
+	model: porcupine.Model{
+		Init: func() any { return brState{} },
+		Step: func(state, input, output any) (bool, any) {
+			st, in, out := state.(brState), input.(brIn), output.(brOut)
+			switch in.Op {
+			case "get":
+				return out.Value == st.Vis, st
+			case "put":
+				st.Vis = in.Value
+				return true, st
+			case "delete":
+				// Delete reads the key and then stages a tombstone: a
+				// NOT_FOUND answer comes from the read; a success may
+				// follow a concurrent delete, so it is not checked.
+				if out.Res == resFailed {
+					return st.Vis == "", st
+				}
+				st.Vis = ""
+				return true, st
+			case "commit":
+				if out.Res == resFailed {
+					return st.Vis == st.Com, st
+				}
+				st.Com = st.Vis
+				return true, st
+			}
+			panic("branch model: unknown operation " + in.Op)
+		},
+		DescribeOperation: func(input, output any) string {
+			in, out := input.(brIn), output.(brOut)
+			switch in.Op {
+			case "get":
+				return fmt.Sprintf("get(%s) -> %s", in.Key, orAbsent(out.Value))
+			case "put":
+				return fmt.Sprintf("put(%s, %s) -> %s", in.Key, in.Value, out.Res)
+			case "delete":
+				return fmt.Sprintf("delete(%s) -> %s", in.Key, out.Res)
+			default:
+				return fmt.Sprintf("commit -> %s", out.Res)
+			}
+		},
+		DescribeState: func(state any) string {
+			st := state.(brState)
+			return fmt.Sprintf("visible %s, committed %s", orAbsent(st.Vis), orAbsent(st.Com))
+		},
+	},
+	key: func(in any) (string, bool) {
+		b := in.(brIn)
+		return b.Key, b.Op == "commit"
+	},
+	pending: func(op linOp) (linOp, bool) {
+		if op.in.(brIn).Op == "get" {
+			return op, false
+		}
+		op.ret, op.out = open, brOut{Res: resUnknown}
+		return op, true
+	},
+}
+
+// brClient runs random branch operations through one gravelerd.
+type brClient struct {
+	id     int
+	c      *client.Client
+	h      *history
+	rng    *rand.Rand
+	seq    int
+	repo   string
+	counts map[string]int
+}
+
+func (c *brClient) timeout() time.Duration {
+	return time.Duration(1000+c.rng.IntN(4000)) * time.Millisecond
+}
+
+// backoff after a failed call, as a real client would, so that a
+// restarting gravelerd's fast failures do not flood the history.
+func (c *brClient) backoff(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(time.Duration(50+c.rng.IntN(100)) * time.Millisecond):
+	}
+}
+
+func (c *brClient) run(ctx context.Context, keys []string, p *pacer) {
+	branch := client.Branch(c.repo, "main")
+	for p.next(ctx) {
+		key := keys[c.rng.IntN(len(keys))]
+		c.seq++
+		val := fmt.Sprintf("c%d-%d", c.id, c.seq)
+		op := c.rng.IntN(100)
+		call := c.h.now()
+		cctx, cancel := context.WithTimeout(ctx, c.timeout())
+		var in brIn
+		var out brOut
+		var err error
+		switch {
+		case op < 35:
+			in = brIn{Op: "put", Key: key, Value: val}
+			_, err = c.c.PutEntry(cctx, &pb.PutEntryRequest{Branch: branch, Entry: &pb.Entry{Key: []byte(key), Value: &pb.Value{Identity: []byte(val), Data: []byte(val)}}})
+		case op < 75:
+			in = brIn{Op: "get", Key: key}
+			var resp *pb.GetEntryResponse
+			resp, err = c.c.GetEntry(cctx, &pb.GetEntryRequest{Repository: client.Repository(c.repo), Ref: "main", Key: []byte(key)})
+			out.Value = string(resp.GetEntry().GetValue().GetIdentity())
+		case op < 90:
+			in = brIn{Op: "delete", Key: key}
+			_, err = c.c.DeleteEntry(cctx, &pb.DeleteEntryRequest{Branch: branch, Key: []byte(key)})
+		default:
+			in = brIn{Op: "commit"}
+			_, err = c.c.Commit(cctx, &pb.CommitRequest{Branch: branch, Options: &pb.CommitOptions{Message: fmt.Sprintf("lin c%d-%d", c.id, c.seq), Committer: "lin"}})
+		}
+		cancel()
+		if ctx.Err() != nil && err != nil {
+			// Cut short by the end of the run: a write stays open-ended,
+			// as any unknown outcome.
+			if in.Op != "get" {
+				c.h.add(c.id, call, in, brOut{Res: resUnknown}, true)
+			}
+			return
+		}
+		switch {
+		case err == nil:
+			out.Res = resOK
+		case in.Op == "get" && code(err) == codes.NotFound && client.Reason(err) == "ENTRY_NOT_FOUND":
+			out.Res, out.Value = resOK, ""
+		case in.Op == "delete" && code(err) == codes.NotFound && client.Reason(err) == "ENTRY_NOT_FOUND":
+			out.Res = resFailed
+		case in.Op == "commit" && code(err) == codes.FailedPrecondition && client.Reason(err) == "NO_CHANGES":
+			out.Res = resFailed
+		case in.Op == "get":
+			c.h.drop()
+			c.counts["get dropped "+code(err).String()]++
+			c.backoff(ctx)
+			continue
+		default:
+			out.Res = resUnknown
+		}
+		c.h.add(c.id, call, in, out, out.Res == resUnknown)
+		if out.Res == resUnknown {
+			c.counts[in.Op+" unknown "+code(err).String()]++
+			c.backoff(ctx)
+		} else {
+			c.counts[in.Op+" "+out.Res.String()]++
+		}
+	}
+}
+
+// TestLinearizableBranch records staged puts, gets, deletes and commits on
+// one branch, made over gRPC through two gravelerd replicas sharing a
+// three-process etcd cluster, while etcd members are paused and killed
+// and a gravelerd is restarted, and checks with porcupine that the history
+// is linearizable against a sequential branch, key by key (every commit
+// is in every key's history).
+func TestLinearizableBranch(t *testing.T) {
+	s := linSeed()
+	t.Logf("lin-branch: duration %s, %d operations at most, %d clients, %d keys, seed %d", *linDuration, *linOps, *linClients, *linKeys, s)
+	rng := rand.New(rand.NewPCG(s, 0))
+	c := startCluster(t, 3)
+	gs := []*gravelerd{newGravelerd(t, c.endpoints(), zap.NewNop(), "g0"), newGravelerd(t, c.endpoints(), zap.NewNop(), "g1")}
+	for _, g := range gs {
+		if err := g.start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = g.stop() })
+	}
+	conns := make([]*client.Client, len(gs))
+	for i, g := range gs {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		cl, err := client.Dial(ctx, g.addr)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cl.Close() })
+		conns[i] = cl
+	}
+	const repo = "lin"
+	setup, cancelSetup := context.WithTimeout(context.Background(), time.Minute)
+	defer cancelSetup()
+	if err := until(setup, func(ctx context.Context) error {
+		_, err := call(ctx, func(ctx context.Context) (*pb.CreateRepositoryResponse, error) {
+			return conns[0].CreateRepository(ctx, &pb.CreateRepositoryRequest{RepositoryId: repo, Repository: &pb.Repository{DefaultBranch: "main"}})
+		})
+		return err
+	}, codes.AlreadyExists); err != nil {
+		t.Fatalf("create repository: %v", err)
+	}
+	var keys []string
+	for i := range *linKeys {
+		keys = append(keys, fmt.Sprintf("k%d", i))
+	}
+
+	h := newHistory()
+	ctx, stop := context.WithTimeout(context.Background(), *linDuration)
+	defer stop()
+	p := newPacer(*linOps, *linDuration)
+	clients := make([]*brClient, *linClients)
+	var wg sync.WaitGroup
+	for i := range clients {
+		cl := &brClient{id: i, c: conns[i%len(conns)], h: h, rng: rand.New(rand.NewPCG(s, uint64(i)+1)), repo: repo, counts: map[string]int{}}
+		clients[i] = cl
+		wg.Go(func() { cl.run(ctx, keys, p) })
+	}
+	var fs faults
+	var fwg sync.WaitGroup
+	fwg.Go(func() { linFaults(ctx, t, rng, c, gs, &fs, h) })
+	wg.Wait()
+	stop()
+	fwg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	ops, openEnded, dropped := h.snapshot()
+	counts := map[string]int{}
+	for _, cl := range clients {
+		for k, n := range cl.counts {
+			counts[k] += n
+		}
+	}
+	t.Logf("lin-branch: operations by outcome: %v", counts)
+	began := time.Now()
+	result := checkLinearizable(t, "lin-branch", branchModel, ops)
+	fmt.Printf("LIN-BRANCH seed=%d duration=%s operations=%d open-ended=%d dropped-reads=%d keys=%d clients=%d faults=%d (%s) result=%s check=%s\n",
+		s, *linDuration, len(ops), openEnded, dropped, len(keys), len(clients), fs.total(), &fs, result, time.Since(began).Round(time.Millisecond))
+	if len(ops)-openEnded < len(ops)/2 || fs.total() == 0 {
+		t.Errorf("too few completed operations (%d of %d) or no faults (%d): the run proved little", len(ops)-openEnded, len(ops), fs.total())
+	}
+}
