@@ -30,17 +30,40 @@
 // drop). A read that runs out is sent again (three attempts at most) and
 // the balancer picks another member for it; a write that runs out is
 // settled as ambiguous (below). An attempt that runs out also has every
-// member asked for its status over a connection of its own: members that
-// do not answer, or know no leader, are taken out of the client's
-// endpoints and put back once they answer, so later requests stop
-// meeting them at all. Keepalive (Config.DialKeepAliveTime) closes the
-// silent connection later.
+// member probed with a linearizable read over a connection of its own,
+// bounded by a quarter of the request timeout (at most 1s); the attempt's
+// retry waits for that decision. Members that do not answer are taken out
+// of the client's endpoints and put back once such a read through them
+// succeeds (a leader resumed after a stop answers status at once but
+// serves no read for seconds), so later requests stop meeting them at
+// all. Keepalive (Config.DialKeepAliveTime) closes the silent connection
+// later.
+//
+// Abandoned attempts: an attempt the store gave up on is not withdrawn.
+// A stopped member keeps it and, when it resumes, forwards it to the
+// leader, seconds after the caller was answered. So Set, Delete and
+// SetAndRead, though unconditional, send every attempt as a Txn guarded
+// by the highest revision the store had seen when sending it (L): it
+// applies only if none of the keys it writes was written after L. A
+// write that applies after an attempt was sent, the caller's own re-send
+// or anyone's, ends that attempt for good, so an acknowledged write is
+// never overwritten by an older attempt landing late. A guard that fails
+// only means a key changed after L (or L was older than the key's last
+// write, made by another process): the attempt is sent again at once
+// with a fresher bound. Ten failures in a row (keys written without pause
+// by others) give ErrContended, a kv.ErrUnavailable: nothing applied.
+// The guard cannot see deletions, since etcd compares a missing key as
+// revision 0: an attempt of Set or SetAndRead abandoned before a later
+// Delete of its key can still re-create the key after that Delete, as
+// can a SetIf guarded by kv.Absent. SetIf and DeleteIf guarded by a
+// version cannot: that version is gone.
 //
 // Ambiguous writes: when a write fails after it may have reached etcd (a
 // timeout, a lost leader, a broken connection), the store settles the
-// outcome before answering. Set, Delete and SetAndRead are unconditional,
-// so they are simply re-sent: whichever attempts applied, the re-send
-// that succeeds leaves the key as the caller asked. SetIf and DeleteIf
+// outcome before answering. Set, Delete and SetAndRead are re-sent, each
+// attempt guarded as above with a fresh bound: whichever earlier attempts
+// applied, the attempt that succeeds leaves the keys as the caller asked,
+// and SetAndRead's reads come from it. SetIf and DeleteIf
 // re-send the same guarded Txn with an Else branch that reads the key:
 // success means this attempt applied. A failed guard means the key moved
 // on, through the first attempt or another writer, and the key's history

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"graveler/kv"
 )
 
@@ -44,3 +46,32 @@ func SetAfterDropChunkForTest(f func()) (restore func()) {
 
 // MembersOutForTest lists the endpoints taken out of the rotation.
 func (s *Store) MembersOutForTest() []string { return s.members.outForTest() }
+
+// SetTxnForTest is the transaction one attempt of Set sends with bound.
+func (s *Store) SetTxnForTest(ctx context.Context, partition, key, value []byte, bound int64) clientv3.Txn {
+	return s.setWrite(s.etcdKey(partition, key), value).txn(ctx, s.cli, bound)
+}
+
+// DeleteTxnForTest is the transaction one attempt of Delete sends with
+// bound.
+func (s *Store) DeleteTxnForTest(ctx context.Context, partition, key []byte, bound int64) clientv3.Txn {
+	return s.deleteWrite(s.etcdKey(partition, key)).txn(ctx, s.cli, bound)
+}
+
+// SetAndReadTxnForTest is the transaction one attempt of SetAndRead sends
+// with bound.
+func (s *Store) SetAndReadTxnForTest(ctx context.Context, writes []kv.Write, reads []kv.KeyRef, bound int64) (clientv3.Txn, error) {
+	w, err := s.setAndReadWrite(writes, reads)
+	if err != nil {
+		return nil, err
+	}
+	return w.txn(ctx, s.cli, bound), nil
+}
+
+// SetBeforeBlindAttemptForTest runs f after each attempt of an
+// unconditional write has read its bound and before it is sent, until
+// the returned function restores the default.
+func SetBeforeBlindAttemptForTest(f func()) (restore func()) {
+	beforeBlindAttempt = f
+	return func() { beforeBlindAttempt = nil }
+}

@@ -377,35 +377,17 @@ func (s *Store) set(ctx context.Context, partition, key, value []byte) error {
 		return err
 	}
 	k := s.etcdKey(partition, key)
-	put := func(c context.Context) error {
-		resp, err := s.cli.Put(c, k, string(value))
-		if err == nil {
-			s.saw(resp.Header)
-		}
-		return err
-	}
-	err := s.write(ctx, put)
-	if err == nil {
-		return nil
-	}
-	if !maybeApplied(ctx, err) {
-		return writeErr(ctx, what, err)
-	}
-	// Sending the Put again settles it without reading history: a Put
-	// has no condition, so whichever attempts applied, their only effect
-	// is that key holds value, and a re-send that succeeds leaves it so
-	// at a revision inside this call, which is all success promises.
-	// SetIf cannot do this: its outcome depends on what came first.
-	return s.settle(ctx, what, err, func(c context.Context) (bool, error) {
-		err := put(c)
-		return err == nil, err
-	})
+	_, err := s.blind(ctx, what, s.setWrite(k, value))
+	return err
+}
+
+func (s *Store) setWrite(k string, value []byte) blindWrite {
+	return blindWrite{keys: []string{k}, ops: []clientv3.Op{clientv3.OpPut(k, string(value))}}
 }
 
 // SetAndRead is one transaction: the puts, then a range read of each key,
-// all at the puts' revision. Puts are idempotent, so an ambiguous first
-// attempt is settled by sending the same transaction again; its reads are
-// then at the later revision, still after the puts of these values.
+// all at the puts' revision. Like Set, it is sent as guarded attempts
+// (see blindWrite); the reads come from the attempt that applied.
 func (s *Store) SetAndRead(ctx context.Context, writes []kv.Write, reads []kv.KeyRef) ([]kv.Entry, error) {
 	start := time.Now()
 	out, err := s.setAndRead(ctx, writes, reads)
@@ -424,45 +406,161 @@ func (s *Store) setAndRead(ctx context.Context, writes []kv.Write, reads []kv.Ke
 	if err := s.checkWrite(ctx, what); err != nil {
 		return nil, err
 	}
-	ops := make([]clientv3.Op, 0, len(writes)+len(reads))
-	for _, w := range writes {
-		if err := s.cfg.Limits.CheckWrite(w.Partition, w.Key, w.Value); err != nil {
-			return nil, err
-		}
-		ops = append(ops, clientv3.OpPut(s.etcdKey(w.Partition, w.Key), string(w.Value)))
-	}
-	ops, err := s.appendReadOps(ops, reads)
+	w, err := s.setAndReadWrite(writes, reads)
 	if err != nil {
 		return nil, err
 	}
+	resp, err := s.blind(ctx, what, w)
+	if err != nil {
+		return nil, err
+	}
+	if len(resp.Responses) != len(w.ops) {
+		return nil, fmt.Errorf("etcdkv: set and read: %d responses to %d operations", len(resp.Responses), len(w.ops))
+	}
+	return readEntries(reads, resp.Responses[len(writes):]), nil
+}
+
+// setAndReadWrite checks writes and reads and builds their guarded
+// transaction: one compare per written key (etcd counts compares apart
+// from operations, and kv.MaxSetAndReadOps keeps both within its
+// per-transaction limit), the puts, then the reads.
+func (s *Store) setAndReadWrite(writes []kv.Write, reads []kv.KeyRef) (blindWrite, error) {
+	w := blindWrite{keys: make([]string, 0, len(writes)), ops: make([]clientv3.Op, 0, len(writes)+len(reads))}
+	for _, wr := range writes {
+		if err := s.cfg.Limits.CheckWrite(wr.Partition, wr.Key, wr.Value); err != nil {
+			return blindWrite{}, err
+		}
+		k := s.etcdKey(wr.Partition, wr.Key)
+		w.keys = append(w.keys, k)
+		w.ops = append(w.ops, clientv3.OpPut(k, string(wr.Value)))
+	}
+	ops, err := s.appendReadOps(w.ops, reads)
+	if err != nil {
+		return blindWrite{}, err
+	}
+	w.ops = ops
+	return w, nil
+}
+
+// blindWrite is an unconditional write (Set, Delete, SetAndRead): ops,
+// which change exactly keys (then maybe read others).
+//
+// An attempt that runs out of its time (a stopped member holds it) or
+// fails ambiguously is abandoned and the write sent again, but the
+// abandoned attempt may still apply later: the stopped member forwards
+// it when it resumes, seconds after the caller was answered and after
+// others wrote the same keys. A plain put would then overwrite a newer
+// acknowledged write. So every attempt is a transaction guarded by a
+// bound L, the highest response revision the store had seen when it sent
+// the attempt: it applies only if no key it writes was written after L
+// (ModRevision <= L). Why that is enough:
+//
+//   - A write of one of the keys that applies at a revision R > L ends
+//     the attempt for good: the key's ModRevision stays above L until the
+//     key is deleted. Every write applied after the attempt was sent has
+//     such an R, because L was already a revision then. So an attempt
+//     applies, if at all, before any write of its keys that applies after
+//     it was sent, others' or our own re-sends: once the call has
+//     succeeded, one of its attempts has applied at some R, above the
+//     bound of every earlier attempt (bounds only grow), and no abandoned
+//     attempt can land after that.
+//   - An earlier attempt that applies before a later one is evaluated
+//     only makes the later one fail its guard; it is sent again with a
+//     fresh bound and applies the same values once more, which is
+//     harmless for an unconditional write, and the call's reads come from
+//     the attempt that succeeded.
+//
+// A guard that fails is not a failure of the write: someone wrote a key
+// after L, or L was older than the key's last write (another process
+// wrote it). The attempt is sent again at once with the highest revision
+// seen since, at least the failed response's, which is at or above every
+// key's ModRevision then; blindAttempts bounds these rounds.
+//
+// What the guard cannot see: a missing key has no revision (etcd compares
+// it as 0), so a put attempt abandoned before a later Delete of its key
+// can still apply after that Delete, as can a SetIf guarded by kv.Absent.
+type blindWrite struct {
+	keys []string
+	ops  []clientv3.Op
+}
+
+// txn is one attempt of w sent with bound.
+func (w blindWrite) txn(ctx context.Context, cli *clientv3.Client, bound int64) clientv3.Txn {
+	cmps := make([]clientv3.Cmp, len(w.keys))
+	for i, k := range w.keys {
+		// etcd compares have no "<=".
+		cmps[i] = clientv3.Compare(clientv3.ModRevision(k), "<", bound+1)
+	}
+	return cli.Txn(ctx).If(cmps...).Then(w.ops...)
+}
+
+// blindAttempts bounds the attempts of one round of a blind write whose
+// guards fail: each failure means a written key changed between one
+// response and the next request, so ten in a row take a key written
+// without pause by others.
+const blindAttempts = 10
+
+// ErrContended is returned when every guarded attempt of an
+// unconditional write found a key it writes changed after its bound:
+// nothing was applied (unless an earlier attempt was ambiguous, and then
+// the result is kv.ErrAmbiguous instead). It is a kind of
+// kv.ErrUnavailable, which callers already treat as "not applied, try
+// again".
+var ErrContended = fmt.Errorf("%w: etcdkv: the keys written kept changing under every guarded attempt", kv.ErrUnavailable)
+
+// beforeBlindAttempt, when set (by tests only), runs after an attempt's
+// bound is read and before the attempt is sent.
+var beforeBlindAttempt func()
+
+// blindRound sends w in guarded attempts until one applies (see
+// blindWrite), each bounded by the highest revision seen when it is sent.
+func (s *Store) blindRound(ctx context.Context, w blindWrite) (*clientv3.TxnResponse, error) {
+	for range blindAttempts {
+		bound := s.maxRev.Load()
+		if beforeBlindAttempt != nil {
+			beforeBlindAttempt()
+		}
+		resp, err := w.txn(ctx, s.cli, bound).Commit()
+		if err != nil {
+			return nil, err
+		}
+		s.saw(resp.Header)
+		if resp.Succeeded {
+			return resp, nil
+		}
+	}
+	return nil, fmt.Errorf("%w (%d attempts)", ErrContended, blindAttempts)
+}
+
+// blind runs w: a first round within Config.RequestTimeout, then, when
+// its outcome is unknown, rounds with fresh bounds until one applies.
+// Re-sending is safe only because of the guard (see blindWrite).
+func (s *Store) blind(ctx context.Context, what string, w blindWrite) (*clientv3.TxnResponse, error) {
 	var resp *clientv3.TxnResponse
-	send := func(c context.Context) error {
-		r, err := s.cli.Txn(c).Then(ops...).Commit()
+	round := func(c context.Context) error {
+		r, err := s.blindRound(c, w)
 		if err == nil {
 			resp = r
-			s.saw(r.Header)
 		}
 		return err
 	}
-	if err := s.write(ctx, send); err != nil {
-		if !maybeApplied(ctx, err) {
-			return nil, writeErr(ctx, what, err)
-		}
-		// As for Set, re-sending is right: the puts are unconditional,
-		// and the reads come from the same transaction as the re-sent
-		// puts, so they see the store just after these values were
-		// written, as a first attempt that succeeded would have.
-		if err := s.settle(ctx, what, err, func(c context.Context) (bool, error) {
-			err := send(c)
-			return err == nil, err
-		}); err != nil {
-			return nil, err
-		}
+	err := s.write(ctx, round)
+	if err == nil {
+		return resp, nil
 	}
-	if len(resp.Responses) != len(ops) {
-		return nil, fmt.Errorf("etcdkv: set and read: %d responses to %d operations", len(resp.Responses), len(ops))
+	if errors.Is(err, ErrContended) || !maybeApplied(ctx, err) {
+		return nil, writeErr(ctx, what, err)
 	}
-	return readEntries(reads, resp.Responses[len(writes):]), nil
+	// While settling, a contended round leaves the first attempt as
+	// unknown as before: settle goes on with the next round, after its
+	// backoff, which also gives the other writers time to pass.
+	if err := s.settle(ctx, what, err, func(c context.Context) (bool, error) {
+		err := round(c)
+		return err == nil, err
+	}); err != nil {
+		return nil, err
+	}
+	return resp, nil
 }
 
 // GetMany is one read-only transaction: linearizable, every key at one
@@ -646,28 +744,15 @@ func (s *Store) delete(ctx context.Context, partition, key []byte) error {
 	if err := s.cfg.Limits.CheckKey(partition, key); err != nil {
 		return err
 	}
-	k := s.etcdKey(partition, key)
-	del := func(c context.Context) error {
-		// kv.Store.Delete itself: unconditional by contract; callers use it only on keys nobody re-creates concurrently.
-		resp, err := s.cli.Delete(c, k)
-		if err == nil {
-			s.saw(resp.Header)
-		}
-		return err
-	}
-	err := s.write(ctx, del)
-	if err == nil {
-		return nil
-	}
-	if !maybeApplied(ctx, err) {
-		return writeErr(ctx, what, err)
-	}
-	// Like a Put, an unconditional delete is settled by sending it again:
-	// its only effect is that the key is missing.
-	return s.settle(ctx, what, err, func(c context.Context) (bool, error) {
-		err := del(c)
-		return err == nil, err
-	})
+	// kv.Store.Delete itself: unconditional by contract; callers use it
+	// only on keys nobody re-creates concurrently. The guard only keeps
+	// an abandoned attempt from deleting a later write (see blindWrite).
+	_, err := s.blind(ctx, what, s.deleteWrite(s.etcdKey(partition, key)))
+	return err
+}
+
+func (s *Store) deleteWrite(k string) blindWrite {
+	return blindWrite{keys: []string{k}, ops: []clientv3.Op{clientv3.OpDelete(k)}}
 }
 
 func (s *Store) DeleteIf(ctx context.Context, partition, key []byte, pred kv.Predicate) error {
