@@ -1,9 +1,9 @@
 // Package chaos holds the fault-injection tests of gravelerd and etcdkv on
 // a three-member etcd cluster whose members are separate OS processes. It
 // runs only with the chaos build tag; the short forms are what .ci/run
-// runs (about 2.5 minutes on two cores):
+// runs (about 4 minutes on two cores):
 //
-//	go test -race -tags chaos ./chaos -run '^(TestChaos|TestLinModels|TestLinearizableKV|TestLinearizableBranch)$' -v -chaos.duration=75s -lin.duration=30s -timeout 10m
+//	go test -race -tags chaos ./chaos -run '^(TestChaos|TestLinModels|TestLinearizableKV|TestLinearizableBranch|TestAbandonedAttemptLandsLate|TestStoppedMemberCost)$' -v -chaos.duration=75s -lin.duration=30s -timeout 15m
 //
 //	go test -tags chaos ./chaos -run '^TestChaos$' -v -chaos.duration=30m -timeout=40m               # long form
 //	go test -tags chaos ./chaos -run '^TestLinearizable' -v -lin.duration=5m -lin.ops=30000 -timeout=30m  # long linearizability runs
