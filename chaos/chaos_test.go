@@ -16,7 +16,6 @@ import (
 	"google.golang.org/grpc/codes"
 
 	pb "graveler/api/graveler/v1"
-	"graveler/client"
 	"graveler/etcdkv"
 	"graveler/server/daemon"
 )
@@ -154,24 +153,7 @@ func TestChaos(t *testing.T) {
 	log := zap.NewNop()
 
 	c := startCluster(t, 3)
-	gs := []*gravelerd{newGravelerd(t, c.endpoints(), log, "g0"), newGravelerd(t, c.endpoints(), log, "g1")}
-	for _, g := range gs {
-		if err := g.start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = g.stop() })
-	}
-	clients := make([]*client.Client, len(gs))
-	for i, g := range gs {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		cl, err := client.Dial(ctx, g.addr)
-		cancel()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cl.Close() })
-		clients[i] = cl
-	}
+	gs, clients := startGravelerds(t, c, log)
 
 	l := newLedger()
 	setup, cancelSetup := context.WithTimeout(context.Background(), time.Minute)

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"testing"
 	"time"
 
@@ -115,6 +114,8 @@ type brClient struct {
 	counts map[string]int
 }
 
+func (c *brClient) outcomes() map[string]int { return c.counts }
+
 func (c *brClient) timeout() time.Duration {
 	return time.Duration(1000+c.rng.IntN(4000)) * time.Millisecond
 }
@@ -203,74 +204,10 @@ func TestLinearizableBranch(t *testing.T) {
 	t.Logf("lin-branch: duration %s, %d operations at most, %d clients, %d keys, seed %d", *linDuration, *linOps, *linClients, *linKeys, s)
 	rng := rand.New(rand.NewPCG(s, 0))
 	c := startCluster(t, 3)
-	gs := []*gravelerd{newGravelerd(t, c.endpoints(), zap.NewNop(), "g0"), newGravelerd(t, c.endpoints(), zap.NewNop(), "g1")}
-	for _, g := range gs {
-		if err := g.start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = g.stop() })
-	}
-	conns := make([]*client.Client, len(gs))
-	for i, g := range gs {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		cl, err := client.Dial(ctx, g.addr)
-		cancel()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cl.Close() })
-		conns[i] = cl
-	}
+	gs, conns := startGravelerds(t, c, zap.NewNop())
 	const repo = "lin"
-	setup, cancelSetup := context.WithTimeout(context.Background(), time.Minute)
-	defer cancelSetup()
-	if err := until(setup, func(ctx context.Context) error {
-		_, err := call(ctx, func(ctx context.Context) (*pb.CreateRepositoryResponse, error) {
-			return conns[0].CreateRepository(ctx, &pb.CreateRepositoryRequest{RepositoryId: repo, Repository: &pb.Repository{DefaultBranch: "main"}})
-		})
-		return err
-	}, codes.AlreadyExists); err != nil {
-		t.Fatalf("create repository: %v", err)
-	}
-	var keys []string
-	for i := range *linKeys {
-		keys = append(keys, fmt.Sprintf("k%d", i))
-	}
-
-	h := newHistory()
-	ctx, stop := context.WithTimeout(context.Background(), *linDuration)
-	defer stop()
-	p := newPacer(*linOps, *linDuration)
-	clients := make([]*brClient, *linClients)
-	var wg sync.WaitGroup
-	for i := range clients {
-		cl := &brClient{id: i, c: conns[i%len(conns)], h: h, rng: rand.New(rand.NewPCG(s, uint64(i)+1)), repo: repo, counts: map[string]int{}}
-		clients[i] = cl
-		wg.Go(func() { cl.run(ctx, keys, p) })
-	}
-	var fs faults
-	var fwg sync.WaitGroup
-	fwg.Go(func() { linFaults(ctx, t, rng, c, gs, &fs, h) })
-	wg.Wait()
-	stop()
-	fwg.Wait()
-	if t.Failed() {
-		t.FailNow()
-	}
-
-	ops, openEnded, dropped := h.snapshot()
-	counts := map[string]int{}
-	for _, cl := range clients {
-		for k, n := range cl.counts {
-			counts[k] += n
-		}
-	}
-	t.Logf("lin-branch: operations by outcome: %v", counts)
-	began := time.Now()
-	result := checkLinearizable(t, "lin-branch", branchModel, ops)
-	fmt.Printf("LIN-BRANCH seed=%d duration=%s operations=%d open-ended=%d dropped-reads=%d keys=%d clients=%d faults=%d (%s) result=%s check=%s\n",
-		s, *linDuration, len(ops), openEnded, dropped, len(keys), len(clients), fs.total(), &fs, result, time.Since(began).Round(time.Millisecond))
-	if len(ops)-openEnded < len(ops)/2 || fs.total() == 0 {
-		t.Errorf("too few completed operations (%d of %d) or no faults (%d): the run proved little", len(ops)-openEnded, len(ops), fs.total())
-	}
+	ensureRepository(t, conns[0], repo)
+	runLin(t, "lin-branch", s, rng, c, gs, func(i int, h *history, rng *rand.Rand) linClient {
+		return &brClient{id: i, c: conns[i%len(conns)], h: h, rng: rng, repo: repo, counts: map[string]int{}}
+	}, func([]linOp) linModel { return branchModel })
 }

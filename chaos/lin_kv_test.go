@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -191,6 +190,8 @@ type kvRead struct {
 
 var linPartition = []byte("lin")
 
+func (c *kvClient) outcomes() map[string]int { return c.counts }
+
 func (c *kvClient) get(ctx context.Context, key string) {
 	call := c.h.now()
 	cctx, cancel := context.WithTimeout(ctx, opTimeout(c.rng))
@@ -289,45 +290,7 @@ func TestLinearizableKV(t *testing.T) {
 		t.Cleanup(func() { _ = st.Close() })
 		stores = append(stores, st)
 	}
-	var keys []string
-	for i := range *linKeys {
-		keys = append(keys, fmt.Sprintf("k%d", i))
-	}
-
-	h := newHistory()
-	ctx, stop := context.WithTimeout(context.Background(), *linDuration)
-	defer stop()
-	p := newPacer(*linOps, *linDuration)
-	clients := make([]*kvClient, *linClients)
-	var wg sync.WaitGroup
-	for i := range clients {
-		cl := &kvClient{id: i, s: stores[i%len(stores)], h: h, rng: rand.New(rand.NewPCG(s, uint64(i)+1)), last: map[string]kvRead{}, counts: map[string]int{}}
-		clients[i] = cl
-		wg.Go(func() { cl.run(ctx, keys, p) })
-	}
-	var fs faults
-	var fwg sync.WaitGroup
-	fwg.Go(func() { linFaults(ctx, t, rng, c, nil, &fs, h) })
-	wg.Wait()
-	stop()
-	fwg.Wait()
-	if t.Failed() {
-		t.FailNow()
-	}
-
-	ops, openEnded, dropped := h.snapshot()
-	counts := map[string]int{}
-	for _, cl := range clients {
-		for k, n := range cl.counts {
-			counts[k] += n
-		}
-	}
-	t.Logf("lin-kv: operations by outcome: %v", counts)
-	began := time.Now()
-	result := checkLinearizable(t, "lin-kv", newKVModel(ops), ops)
-	fmt.Printf("LIN-KV seed=%d duration=%s operations=%d open-ended=%d dropped-reads=%d keys=%d clients=%d faults=%d (%s) result=%s check=%s\n",
-		s, *linDuration, len(ops), openEnded, dropped, len(keys), len(clients), fs.total(), &fs, result, time.Since(began).Round(time.Millisecond))
-	if len(ops)-openEnded < len(ops)/2 || fs.total() == 0 {
-		t.Errorf("too few completed operations (%d of %d) or no faults (%d): the run proved little", len(ops)-openEnded, len(ops), fs.total())
-	}
+	runLin(t, "lin-kv", s, rng, c, nil, func(i int, h *history, rng *rand.Rand) linClient {
+		return &kvClient{id: i, s: stores[i%len(stores)], h: h, rng: rng, last: map[string]kvRead{}, counts: map[string]int{}}
+	}, newKVModel)
 }

@@ -438,3 +438,63 @@ func linSeed() uint64 {
 	}
 	return uint64(time.Now().UnixNano())
 }
+
+// linClient is one client of a linearizability run.
+type linClient interface {
+	// run makes operations on keys, one per slot of p, until ctx ends or
+	// p's budget is spent, recording them in the client's history.
+	run(ctx context.Context, keys []string, p *pacer)
+	// outcomes counts the client's operations by "op outcome".
+	outcomes() map[string]int
+}
+
+// runLin is the body of a linearizability run called name: -lin.clients
+// clients made by newClient (the i-th, recording into h, its generator
+// seeded from s) share -lin.keys keys while linFaults injects faults into
+// c and gs (rng); then the history is checked against the model made from
+// its operations and the run reported. A run with too few completed
+// operations or no faults fails: it proved little.
+func runLin(t *testing.T, name string, s uint64, rng *rand.Rand, c *cluster, gs []*gravelerd,
+	newClient func(i int, h *history, rng *rand.Rand) linClient, model func(ops []linOp) linModel) {
+	var keys []string
+	for i := range *linKeys {
+		keys = append(keys, fmt.Sprintf("k%d", i))
+	}
+
+	h := newHistory()
+	ctx, stop := context.WithTimeout(context.Background(), *linDuration)
+	defer stop()
+	p := newPacer(*linOps, *linDuration)
+	clients := make([]linClient, *linClients)
+	var wg sync.WaitGroup
+	for i := range clients {
+		cl := newClient(i, h, rand.New(rand.NewPCG(s, uint64(i)+1)))
+		clients[i] = cl
+		wg.Go(func() { cl.run(ctx, keys, p) })
+	}
+	var fs faults
+	var fwg sync.WaitGroup
+	fwg.Go(func() { linFaults(ctx, t, rng, c, gs, &fs, h) })
+	wg.Wait()
+	stop()
+	fwg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	ops, openEnded, dropped := h.snapshot()
+	counts := map[string]int{}
+	for _, cl := range clients {
+		for k, n := range cl.outcomes() {
+			counts[k] += n
+		}
+	}
+	t.Logf("%s: operations by outcome: %v", name, counts)
+	began := time.Now()
+	result := checkLinearizable(t, name, model(ops), ops)
+	fmt.Printf("%s seed=%d duration=%s operations=%d open-ended=%d dropped-reads=%d keys=%d clients=%d faults=%d (%s) result=%s check=%s\n",
+		strings.ToUpper(name), s, *linDuration, len(ops), openEnded, dropped, len(keys), len(clients), fs.total(), &fs, result, time.Since(began).Round(time.Millisecond))
+	if len(ops)-openEnded < len(ops)/2 || fs.total() == 0 {
+		t.Errorf("too few completed operations (%d of %d) or no faults (%d): the run proved little", len(ops)-openEnded, len(ops), fs.total())
+	}
+}

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"google.golang.org/grpc/codes"
 
 	pb "graveler/api/graveler/v1"
 	"graveler/client"
@@ -86,33 +85,9 @@ func TestStoppedMemberCost(t *testing.T) {
 
 func measureStoppedMember(t *testing.T, fault string) {
 	c := startCluster(t, 3)
-	gs := []*gravelerd{newGravelerd(t, c.endpoints(), zap.NewNop(), "g0"), newGravelerd(t, c.endpoints(), zap.NewNop(), "g1")}
-	conns := make([]*client.Client, len(gs))
-	for i, g := range gs {
-		if err := g.start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = g.stop() })
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		cl, err := client.Dial(ctx, g.addr)
-		cancel()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cl.Close() })
-		conns[i] = cl
-	}
+	_, conns := startGravelerds(t, c, zap.NewNop())
 	const repo = "avail"
-	setup, cancelSetup := context.WithTimeout(context.Background(), time.Minute)
-	defer cancelSetup()
-	if err := until(setup, func(ctx context.Context) error {
-		_, err := call(ctx, func(ctx context.Context) (*pb.CreateRepositoryResponse, error) {
-			return conns[0].CreateRepository(ctx, &pb.CreateRepositoryRequest{RepositoryId: repo, Repository: &pb.Repository{DefaultBranch: "main"}})
-		})
-		return err
-	}, codes.AlreadyExists); err != nil {
-		t.Fatalf("create repository: %v", err)
-	}
+	ensureRepository(t, conns[0], repo)
 
 	var mu sync.Mutex
 	var calls []timedCall

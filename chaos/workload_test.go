@@ -6,7 +6,10 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"testing"
 	"time"
+
+	"go.uber.org/zap"
 
 	"google.golang.org/grpc/codes"
 
@@ -24,6 +27,49 @@ func call[T any](ctx context.Context, f func(context.Context) (T, error)) (T, er
 
 func value(key string, version int) *pb.Value {
 	return &pb.Value{Identity: fmt.Appendf(nil, "v%d", version), Data: fmt.Appendf(nil, "%s@%d", key, version)}
+}
+
+// startGravelerds starts two gravelerd replicas on c, g0 and g1, and
+// dials each; they are stopped and the clients closed at the end of the
+// test.
+func startGravelerds(t *testing.T, c *cluster, log *zap.Logger) ([]*gravelerd, []*client.Client) {
+	t.Helper()
+	gs := []*gravelerd{newGravelerd(t, c.endpoints(), log, "g0"), newGravelerd(t, c.endpoints(), log, "g1")}
+	for _, g := range gs {
+		if err := g.start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = g.stop() })
+	}
+	conns := make([]*client.Client, len(gs))
+	for i, g := range gs {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		cl, err := client.Dial(ctx, g.addr)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cl.Close() })
+		conns[i] = cl
+	}
+	return gs, conns
+}
+
+// ensureRepository creates repo (default branch main) through cl, retrying
+// through transient failures for a minute; one that already exists (an
+// earlier attempt landed) will do.
+func ensureRepository(t *testing.T, cl *client.Client, repo string) {
+	t.Helper()
+	setup, cancelSetup := context.WithTimeout(context.Background(), time.Minute)
+	defer cancelSetup()
+	if err := until(setup, func(ctx context.Context) error {
+		_, err := call(ctx, func(ctx context.Context) (*pb.CreateRepositoryResponse, error) {
+			return cl.CreateRepository(ctx, &pb.CreateRepositoryRequest{RepositoryId: repo, Repository: &pb.Repository{DefaultBranch: "main"}})
+		})
+		return err
+	}, codes.AlreadyExists); err != nil {
+		t.Fatalf("create repository: %v", err)
+	}
 }
 
 // until retries f until it succeeds, its error is one of ok, or ctx ends.

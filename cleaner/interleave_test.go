@@ -3,14 +3,12 @@ package cleaner_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"graveler/cleaner"
 	"graveler/graveler"
+	"graveler/graveler/gravelertest"
 	"graveler/graveler/ref"
 	"graveler/keys"
 	"graveler/kv"
@@ -29,67 +27,22 @@ const holdTimeout = 30 * time.Second
 // creationTimeout is the creation timeout of the cleaner and the clients.
 const creationTimeout = time.Minute
 
-// lateAck reports a write applied after its caller's context ended as
-// kv.ErrAmbiguous, as the etcd store does when the answer is lost with the
-// caller.
-type lateAck struct{ kv.Store }
-
-func late(ctx context.Context, err error) error {
-	if err == nil && ctx.Err() != nil {
-		return fmt.Errorf("%w: answer lost with the caller: %w", kv.ErrAmbiguous, ctx.Err())
-	}
-	return err
-}
-
-func (s lateAck) Set(ctx context.Context, p, k, v []byte) error {
-	return late(ctx, s.Store.Set(ctx, p, k, v))
-}
-
-func (s lateAck) SetIf(ctx context.Context, p, k, v []byte, pred kv.Predicate) error {
-	return late(ctx, s.Store.SetIf(ctx, p, k, v, pred))
-}
-
-func (s lateAck) Delete(ctx context.Context, p, k []byte) error {
-	return late(ctx, s.Store.Delete(ctx, p, k))
-}
-
-func (s lateAck) DeleteIf(ctx context.Context, p, k []byte, pred kv.Predicate) error {
-	return late(ctx, s.Store.DeleteIf(ctx, p, k, pred))
-}
-
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // cenv: clients (a ref manager) and the cleaner on one PauseStore (behind
-// lateAck), sharing a clock.
+// kvtest.LateAckStore), sharing a clock.
 type cenv struct {
 	t      *testing.T
 	ctx    context.Context
 	inner  kv.Store
 	ps     *kvtest.PauseStore
 	lister cleaner.PartitionLister
-	clock  *clock
+	clock  *gravelertest.Clock
 	m      *ref.Manager
 }
 
 func newCEnv(t *testing.T, inner kv.Store, lister cleaner.PartitionLister) *cenv {
 	e := &cenv{t: t, ctx: t.Context(), inner: inner, ps: kvtest.NewPauseStore(inner), lister: lister,
-		clock: &clock{now: time.Now()}}
-	e.m = ref.New(lateAck{e.ps}, ref.Config{RepositoryCreationTimeout: creationTimeout, Now: e.clock.Now})
+		clock: gravelertest.NewClock(time.Now())}
+	e.m = ref.New(kvtest.LateAckStore{Store: e.ps}, ref.Config{RepositoryCreationTimeout: creationTimeout, Now: e.clock.Now})
 	return e
 }
 
@@ -109,27 +62,9 @@ func forEachStore(t *testing.T, fn func(t *testing.T, newEnv func(t *testing.T) 
 	})
 }
 
-type mode int
-
-const (
-	race mode = iota
-	cancelBefore
-	cancelAfter
-)
-
-var modes = []mode{race, cancelBefore, cancelAfter}
-
-func (m mode) String() string { return [...]string{"race", "cancel-before", "cancel-after"}[m] }
-
-func opOn(partition, key []byte, names ...string) func(kvtest.Op) bool {
-	return func(op kvtest.Op) bool {
-		return slices.ContainsFunc(names, func(n string) bool { return op.Is(n, partition, key) })
-	}
-}
-
 // cleanerWith returns a cleaner on the pause store at e's clock.
 func (e *cenv) cleanerWith(sweep bool) *cleaner.Cleaner {
-	return cleaner.New(lateAck{e.ps}, cleaner.Config{RepositoryCreationTimeout: creationTimeout, Now: e.clock.Now,
+	return cleaner.New(kvtest.LateAckStore{Store: e.ps}, cleaner.Config{RepositoryCreationTimeout: creationTimeout, Now: e.clock.Now,
 		Sweep: sweep, SweepGrace: -1, Lister: e.lister})
 }
 
@@ -146,40 +81,15 @@ func (e *cenv) pass(sweep bool) cleaner.Summary {
 // interleave runs one cleaner pass (sweep off, so only the work list
 // reclaims) with the operation match selects held, as m says; in race
 // mode racer runs while it is held. It returns the pass's summary and error.
-func (e *cenv) interleave(m mode, match func(kvtest.Op) bool, racer func()) (cleaner.Summary, error) {
+func (e *cenv) interleave(m kvtest.Mode, match func(kvtest.Op) bool, racer func()) (cleaner.Summary, error) {
 	e.t.Helper()
-	when := kvtest.Before
-	if m == cancelAfter {
-		when = kvtest.After
-	}
-	pt := e.ps.Pause(when, match)
-	defer pt.Release()
-	ctx, cancel := context.WithCancel(e.ctx)
-	defer cancel()
-	type result struct {
-		sum cleaner.Summary
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		sum, err := e.cleanerWith(false).RunOnce(ctx)
-		done <- result{sum, err}
-	}()
-	select {
-	case <-pt.Reached():
-	case r := <-done:
-		e.t.Fatalf("%v: the pass ended (%+v, %v) without reaching its pause point", m, r.sum, r.err)
-	case <-time.After(holdTimeout):
-		e.t.Fatalf("%v: no operation reached the pause point", m)
-	}
-	if m == race {
-		racer()
-	} else {
-		cancel()
-	}
-	pt.Release()
-	r := <-done
-	return r.sum, r.err
+	var sum cleaner.Summary
+	err := kvtest.Interleave(e.t, e.ctx, e.ps, m, match, func(ctx context.Context) error {
+		var err error
+		sum, err = e.cleanerWith(false).RunOnce(ctx)
+		return err
+	}, racer)
+	return sum, err
 }
 
 // wantStopped asserts that a pass whose caller gave up says so.
@@ -222,6 +132,26 @@ func (e *cenv) wantItem(key []byte, want bool) {
 	if got := e.present(keys.Deleted(), key); got != want {
 		e.t.Fatalf("work item %s present: %v, want %v", key, got, want)
 	}
+}
+
+// wantItemRemovalStopped asserts that a pass whose caller gave up while
+// the removal of item was held (mode m) says so, and that the item is
+// still queued if the removal was held before the store, gone if after.
+func (e *cenv) wantItemRemovalStopped(m kvtest.Mode, item []byte, sum cleaner.Summary, err error) {
+	e.t.Helper()
+	wantStopped(e.t, sum, err)
+	e.wantItem(item, m == kvtest.CancelBefore)
+}
+
+// wantReclaimed runs a pass (sweep off) and asserts that it reclaims part,
+// which what names, from the work list and removes item.
+func (e *cenv) wantReclaimed(what string, part, item []byte) {
+	e.t.Helper()
+	e.pass(false)
+	if !e.partitionEmpty(part) {
+		e.t.Fatalf("%s was not reclaimed from the work list", what)
+	}
+	e.wantItem(item, false)
 }
 
 // live is a repository with a second branch holding a staged entry.
@@ -304,22 +234,22 @@ func TestInterleaveCleanerRetire(t *testing.T) {
 			{"mark", []string{"setif"}},
 			{"remove", []string{"delete", "deleteif"}},
 		} {
-			for _, m := range modes {
+			for _, m := range kvtest.Modes {
 				t.Run(step.name+"/"+m.String(), func(t *testing.T) {
 					e := newEnv(t)
 					dead := e.crashedCreate("stuck")
 					deadPart := keys.RepositoryPartition("stuck", string(dead))
 					e.clock.Advance(creationTimeout)
 					var fresh live
-					sum, err := e.interleave(m, opOn(keys.Graveler(), keys.Repository("stuck"), step.names...),
+					sum, err := e.interleave(m, kvtest.OpOn(keys.Graveler(), keys.Repository("stuck"), step.names...),
 						func() { fresh = e.newLive("stuck") })
 					switch m {
-					case race:
+					case kvtest.Race:
 						if err != nil || sum.Errors != 0 {
 							t.Fatalf("pass: %+v, %v", sum, err)
 						}
 						e.checkIntact(fresh)
-					case cancelBefore, cancelAfter:
+					case kvtest.CancelBefore, kvtest.CancelAfter:
 						wantStopped(t, sum, err)
 						fresh = e.newLive("stuck")
 					}
@@ -362,7 +292,7 @@ func TestInterleaveCleanerRetireVsActivation(t *testing.T) {
 		}()
 		activation.Wait(t, holdTimeout)
 		e.clock.Advance(creationTimeout)
-		mark := e.ps.Pause(kvtest.Before, opOn(keys.Graveler(), keys.Repository("late"), "setif"))
+		mark := e.ps.Pause(kvtest.Before, kvtest.OpOn(keys.Graveler(), keys.Repository("late"), "setif"))
 		type result struct {
 			sum cleaner.Summary
 			err error
@@ -405,19 +335,19 @@ func TestInterleaveCleanerRetireVsActivation(t *testing.T) {
 // without the sweep.
 func TestInterleaveCleanerStaleItem(t *testing.T) {
 	forEachStore(t, func(t *testing.T, newEnv func(t *testing.T) *cenv) {
-		for _, m := range modes {
+		for _, m := range kvtest.Modes {
 			t.Run(m.String(), func(t *testing.T) {
 				e := newEnv(t)
 				l := e.newLive("busy")
 				item := keys.DeletedRepository("busy", string(l.rec.UniqueID))
 				e.set(keys.Deleted(), item) // stale: the incarnation is active
-				sum, err := e.interleave(m, opOn(keys.Deleted(), item, "delete", "deleteif"), func() {
+				sum, err := e.interleave(m, kvtest.OpOn(keys.Deleted(), item, "delete", "deleteif"), func() {
 					if err := e.m.DeleteRepository(e.ctx, "busy"); err != nil {
 						t.Fatal(err)
 					}
 				})
 				switch m {
-				case race:
+				case kvtest.Race:
 					if err != nil || sum.Errors != 0 {
 						t.Fatalf("pass: %+v, %v", sum, err)
 					}
@@ -428,12 +358,12 @@ func TestInterleaveCleanerStaleItem(t *testing.T) {
 						t.Fatal("the deleted incarnation was not reclaimed from the work list")
 					}
 					e.wantItem(item, false)
-				case cancelBefore:
+				case kvtest.CancelBefore:
 					wantStopped(t, sum, err)
 					e.wantItem(item, true)
 					e.pass(true)
 					e.checkIntact(l)
-				case cancelAfter:
+				case kvtest.CancelAfter:
 					wantStopped(t, sum, err)
 					e.checkIntact(l)
 					e.pass(true)
@@ -452,7 +382,7 @@ func TestInterleaveCleanerStaleItem(t *testing.T) {
 // late branch.
 func TestInterleaveCleanerRepositoryItem(t *testing.T) {
 	forEachStore(t, func(t *testing.T, newEnv func(t *testing.T) *cenv) {
-		for _, m := range modes {
+		for _, m := range kvtest.Modes {
 			t.Run(m.String(), func(t *testing.T) {
 				e := newEnv(t)
 				var (
@@ -461,9 +391,9 @@ func TestInterleaveCleanerRepositoryItem(t *testing.T) {
 					created chan error
 					branch  *kvtest.PausePoint
 				)
-				if m == race {
+				if m == kvtest.Race {
 					// A create held before it writes its default branch.
-					branch = e.ps.Pause(kvtest.Before, opOn(nil, keys.Branch("main"), "setif"))
+					branch = e.ps.Pause(kvtest.Before, kvtest.OpOn(nil, keys.Branch("main"), "setif"))
 					defer branch.Release()
 					created = make(chan error, 1)
 					go func() {
@@ -486,14 +416,14 @@ func TestInterleaveCleanerRepositoryItem(t *testing.T) {
 					part = keys.RepositoryPartition("slow", string(l.rec.UniqueID))
 					item = keys.DeletedRepository("slow", string(l.rec.UniqueID))
 				}
-				sum, err := e.interleave(m, opOn(keys.Deleted(), item, "delete", "deleteif"), func() {
+				sum, err := e.interleave(m, kvtest.OpOn(keys.Deleted(), item, "delete", "deleteif"), func() {
 					branch.Release()
 					if err := <-created; !errors.Is(err, ref.ErrRepositoryCreationRaced) {
 						t.Fatalf("create retired under it: %v", err)
 					}
 				})
 				switch m {
-				case race:
+				case kvtest.Race:
 					if err != nil || sum.Errors != 0 || sum.RepositoriesRetired != 1 {
 						t.Fatalf("pass: %+v, %v", sum, err)
 					}
@@ -502,18 +432,10 @@ func TestInterleaveCleanerRepositoryItem(t *testing.T) {
 					if e.partitionEmpty(part) {
 						t.Fatal("the late branch was not written")
 					}
-				case cancelBefore:
-					wantStopped(t, sum, err)
-					e.wantItem(item, true)
-				case cancelAfter:
-					wantStopped(t, sum, err)
-					e.wantItem(item, false)
+				case kvtest.CancelBefore, kvtest.CancelAfter:
+					e.wantItemRemovalStopped(m, item, sum, err)
 				}
-				e.pass(false)
-				if !e.partitionEmpty(part) {
-					t.Fatal("the incarnation's partition was not reclaimed from the work list")
-				}
-				e.wantItem(item, false)
+				e.wantReclaimed("the incarnation's partition", part, item)
 			})
 		}
 	})
@@ -526,7 +448,7 @@ func TestInterleaveCleanerRepositoryItem(t *testing.T) {
 // reclaims the late write.
 func TestInterleaveCleanerTokenItem(t *testing.T) {
 	forEachStore(t, func(t *testing.T, newEnv func(t *testing.T) *cenv) {
-		for _, m := range modes {
+		for _, m := range kvtest.Modes {
 			t.Run(m.String(), func(t *testing.T) {
 				e := newEnv(t)
 				l := e.newLive("repo")
@@ -537,30 +459,22 @@ func TestInterleaveCleanerTokenItem(t *testing.T) {
 					t.Fatal(err)
 				}
 				item := keys.DeletedToken(string(tok))
-				sum, err := e.interleave(m, opOn(keys.Deleted(), item, "delete", "deleteif"), func() {
+				sum, err := e.interleave(m, kvtest.OpOn(keys.Deleted(), item, "delete", "deleteif"), func() {
 					e.set(part, keys.Entry([]byte("late")))
 					if err := e.m.DeleteStagingTokens(e.ctx, []graveler.StagingToken{tok}); err != nil {
 						t.Fatal(err)
 					}
 				})
 				switch m {
-				case race:
+				case kvtest.Race:
 					if err != nil || sum.Errors != 0 {
 						t.Fatalf("pass: %+v, %v", sum, err)
 					}
 					e.wantItem(item, true)
-				case cancelBefore:
-					wantStopped(t, sum, err)
-					e.wantItem(item, true)
-				case cancelAfter:
-					wantStopped(t, sum, err)
-					e.wantItem(item, false)
+				case kvtest.CancelBefore, kvtest.CancelAfter:
+					e.wantItemRemovalStopped(m, item, sum, err)
 				}
-				e.pass(false)
-				if !e.partitionEmpty(part) {
-					t.Fatal("the token's partition was not reclaimed from the work list")
-				}
-				e.wantItem(item, false)
+				e.wantReclaimed("the token's partition", part, item)
 				e.checkIntact(l)
 			})
 		}

@@ -38,6 +38,14 @@ func (f *lateFixture) set(t *testing.T, s *etcdkv.Store, key, value string) {
 	}
 }
 
+// setAll sets each of keys to value through f.s.
+func (f *lateFixture) setAll(t *testing.T, value string, keys ...string) {
+	t.Helper()
+	for _, k := range keys {
+		f.set(t, f.s, k, value)
+	}
+}
+
 // want checks key's value ("": missing), read through etcd directly.
 func (f *lateFixture) want(t *testing.T, key, value string) {
 	t.Helper()
@@ -138,9 +146,7 @@ func TestAbandonedAttemptCannotLandLate(t *testing.T) {
 			f.want(t, "k", "new")
 		}},
 		{"set and read, re-sent, then one key overwritten", func(t *testing.T, f *lateFixture) {
-			for _, k := range []string{"a", "b", "c"} {
-				f.set(t, f.s, k, "v0")
-			}
+			f.setAll(t, "v0", "a", "b", "c")
 			writes := writesOf(f.part, "old", "a", "b", "c")
 			reads := []kv.KeyRef{{Partition: f.part, Key: []byte("fence")}}
 			late, err := f.s.SetAndReadTxnForTest(ctx, writes, reads, f.s.SentAfterForTest())
@@ -159,9 +165,7 @@ func TestAbandonedAttemptCannotLandLate(t *testing.T) {
 			f.want(t, "c", "old")
 		}},
 		{"set and read, one key but the first overwritten after the bound", func(t *testing.T, f *lateFixture) {
-			for _, k := range []string{"a", "b", "c"} {
-				f.set(t, f.s, k, "v0")
-			}
+			f.setAll(t, "v0", "a", "b", "c")
 			late, err := f.s.SetAndReadTxnForTest(ctx, writesOf(f.part, "old", "a", "b", "c"), nil, f.s.SentAfterForTest())
 			if err != nil {
 				t.Fatal(err)

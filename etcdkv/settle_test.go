@@ -57,6 +57,20 @@ func (f *settleFixture) read(t *testing.T) {
 	f.pred = p
 }
 
+// readOther sets pred to a version of another key of the partition: a
+// version the key itself never had.
+func (f *settleFixture) readOther(t *testing.T) {
+	t.Helper()
+	if err := f.s.Set(t.Context(), f.part, []byte("other"), []byte("o")); err != nil {
+		t.Fatal(err)
+	}
+	_, p, err := f.s.Get(t.Context(), f.part, []byte("other"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.pred = p
+}
+
 // send notes the revision bound a write sent now would record.
 func (f *settleFixture) send(t *testing.T) {
 	t.Helper()
@@ -169,14 +183,7 @@ func TestSettleSetIf(t *testing.T) {
 			f.del(t)
 		}},
 		{name: "predicate of no version of the key", want: kv.ErrPredicateFailed, value: "", setup: func(t *testing.T, f *settleFixture) {
-			if err := f.s.Set(ctx, f.part, []byte("other"), []byte("o")); err != nil {
-				t.Fatal(err)
-			}
-			_, p, err := f.s.Get(ctx, f.part, []byte("other"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			f.pred = p
+			f.readOther(t)
 			f.send(t)
 		}},
 		{name: "history compacted", want: kv.ErrAmbiguous, value: "theirs", setup: func(t *testing.T, f *settleFixture) {
@@ -274,14 +281,7 @@ func TestSettleDeleteIf(t *testing.T) {
 			f.del(t)
 		}},
 		{name: "predicate of no version of the key", want: kv.ErrPredicateFailed, value: "", setup: func(t *testing.T, f *settleFixture) {
-			if err := f.s.Set(ctx, f.part, []byte("other"), []byte("o")); err != nil {
-				t.Fatal(err)
-			}
-			_, p, err := f.s.Get(ctx, f.part, []byte("other"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			f.pred = p
+			f.readOther(t)
 		}},
 		{name: "history compacted", want: kv.ErrAmbiguous, value: "theirs", setup: func(t *testing.T, f *settleFixture) {
 			f.set(t, "v0")

@@ -57,6 +57,12 @@ func (p *pauseFixture) branchOp(name, branch string) func(kvtest.Op) bool {
 	return func(op kvtest.Op) bool { return op.Is(name, p.part, keys.Branch(branch)) }
 }
 
+// branchDelete matches the removal of a branch's record, plain or
+// conditional.
+func (p *pauseFixture) branchDelete(branch string) func(kvtest.Op) bool {
+	return kvtest.OpOn(p.part, keys.Branch(branch), "delete", "deleteif")
+}
+
 // stagedWrite matches a staged write of key into token st, by either
 // writer fence (one round trip, or a plain set then a branch read).
 func stagedWrite(st graveler.StagingToken, key string) func(kvtest.Op) bool {
@@ -65,17 +71,11 @@ func stagedWrite(st graveler.StagingToken, key string) func(kvtest.Op) bool {
 	}
 }
 
-// nth matches the n-th operation m matches, counted from when it is armed.
-func nth(n int32, m func(kvtest.Op) bool) func(kvtest.Op) bool {
-	var seen atomic.Int32
-	return func(op kvtest.Op) bool { return m(op) && seen.Add(1) == n }
-}
-
 // commitHeadUpdate matches a commit's head update on branch: the second
 // compare-and-swap of the branch record from when it is armed, the first
 // being the seal.
 func (p *pauseFixture) commitHeadUpdate(branch string) func(kvtest.Op) bool {
-	return nth(2, p.branchOp("setif", branch))
+	return kvtest.Nth(2, p.branchOp("setif", branch))
 }
 
 func (p *pauseFixture) branch(name string) *graveler.Branch {
@@ -89,13 +89,27 @@ func (p *pauseFixture) branch(name string) *graveler.Branch {
 
 func (p *pauseFixture) head(name string) graveler.CommitID { return p.branch(name).CommitID }
 
+// commitMeanwhile moves main's head: it writes z=1 and commits it.
+func (p *pauseFixture) commitMeanwhile() graveler.CommitID {
+	p.t.Helper()
+	p.set("main", "z", "1")
+	return p.commit("main", "meanwhile")
+}
+
+func (p *pauseFixture) wantHead(want graveler.CommitID) {
+	p.t.Helper()
+	if h := p.head("main"); h != want {
+		p.t.Fatalf("head %s, want the commit %s", h, want)
+	}
+}
+
 func async(f func() error) <-chan error {
 	done := make(chan error, 1)
 	go func() { done <- f() }()
 	return done
 }
 
-func await(t *testing.T, done <-chan error) error {
+func await(t testing.TB, done <-chan error) error {
 	t.Helper()
 	select {
 	case err := <-done:
@@ -127,6 +141,52 @@ func (p *pauseFixture) wantQueued(st graveler.StagingToken) {
 	}
 }
 
+// stageOverBase commits key=old on main and stages key=new over it.
+func (p *pauseFixture) stageOverBase(key string) {
+	p.t.Helper()
+	p.set("main", key, "old")
+	p.commit("main", "base")
+	p.set("main", key, "new")
+}
+
+// holdCommit starts a commit of branch and holds it before its head
+// update (its token sealed, its staged values read). It returns the pause
+// point, the commit's result and, once that is in, its id.
+func (p *pauseFixture) holdCommit(branch string) (*kvtest.PausePoint, <-chan error, *graveler.CommitID) {
+	p.t.Helper()
+	hold := p.ps.Pause(kvtest.Before, p.commitHeadUpdate(branch))
+	done, id := p.commitAsync(p.ctx, branch)
+	hold.Wait(p.t, holdTimeout)
+	return hold, done, id
+}
+
+// release lets hold go and waits for done, which must succeed.
+func (p *pauseFixture) release(hold *kvtest.PausePoint, done <-chan error) {
+	p.t.Helper()
+	hold.Release()
+	if err := await(p.t, done); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// race runs op with the operation match selects held before the store,
+// runs racer meanwhile, and returns op's error.
+func (p *pauseFixture) race(match func(kvtest.Op) bool, op func(ctx context.Context) error, racer func()) error {
+	p.t.Helper()
+	return kvtest.Interleave(p.t, p.ctx, p.ps, kvtest.Race, match, op, racer)
+}
+
+// giveUp runs op with the operation match selects held at when, its
+// caller giving up while it is held, and returns op's error.
+func (p *pauseFixture) giveUp(when kvtest.When, match func(kvtest.Op) bool, op func(ctx context.Context) error) error {
+	p.t.Helper()
+	m := kvtest.CancelBefore
+	if when == kvtest.After {
+		m = kvtest.CancelAfter
+	}
+	return kvtest.Interleave(p.t, p.ctx, p.ps, m, match, op, nil)
+}
+
 // TestInterleaveResetDuringCommit: a commit has sealed the staging token
 // and read the staged values, and is held before its head update. A reset
 // of a key and of a prefix acknowledged meanwhile must stay in force when
@@ -143,9 +203,7 @@ func TestInterleaveResetDuringCommit(t *testing.T) {
 				for _, k := range []string{"k", "p/1", "p/2", "q"} {
 					p.set("main", k, "new")
 				}
-				hold := p.ps.Pause(kvtest.Before, p.commitHeadUpdate("main"))
-				commit, _ := p.commitAsync(p.ctx, "main")
-				hold.Wait(t, holdTimeout)
+				hold, commit, _ := p.holdCommit("main")
 				if err := p.reset(p.ctx, graveler.ResetTypeKey, "k"); err != nil {
 					t.Fatal(err)
 				}
@@ -160,10 +218,7 @@ func TestInterleaveResetDuringCommit(t *testing.T) {
 					p.want(ref, "q", "new")
 				}
 				check("main")
-				hold.Release()
-				if err := await(t, commit); err != nil {
-					t.Fatal(err)
-				}
+				p.release(hold, commit)
 				check("main")
 				p.commit("main", "next")
 				check("main")
@@ -187,27 +242,19 @@ func TestInterleaveResetDropRacesSeal(t *testing.T) {
 		}{{"key", graveler.ResetTypeKey, "k"}, {"prefix", graveler.ResetTypePrefix, "k"}} {
 			t.Run(tc.name, func(t *testing.T) {
 				p := newPauseFixture(t, store, graveler.Config{})
-				p.set("main", "k", "old")
-				p.commit("main", "base")
-				p.set("main", "k", "new")
+				p.stageOverBase("k")
 				st := p.branch("main").StagingToken
-				drop := p.ps.Pause(kvtest.Before, func(op kvtest.Op) bool {
-					return op.Is("delete", keys.StagingPartition(string(st)), keys.Entry([]byte("k")))
+				drop := kvtest.OpOn(keys.StagingPartition(string(st)), keys.Entry([]byte("k")), "delete")
+				var hold *kvtest.PausePoint
+				var commit <-chan error
+				err := p.race(drop, func(ctx context.Context) error { return p.reset(ctx, tc.typ, tc.key) }, func() {
+					hold, commit, _ = p.holdCommit("main")
 				})
-				reset := async(func() error { return p.reset(p.ctx, tc.typ, tc.key) })
-				drop.Wait(t, holdTimeout)
-				hold := p.ps.Pause(kvtest.Before, p.commitHeadUpdate("main"))
-				commit, _ := p.commitAsync(p.ctx, "main")
-				hold.Wait(t, holdTimeout)
-				drop.Release()
-				if err := await(t, reset); err != nil {
+				if err != nil {
 					t.Fatal(err)
 				}
 				p.want("main", "k", "old")
-				hold.Release()
-				if err := await(t, commit); err != nil {
-					t.Fatal(err)
-				}
+				p.release(hold, commit)
 				p.want("main", "k", "old")
 				p.commit("main", "next")
 				p.want("main", "k", "old")
@@ -227,23 +274,15 @@ func TestInterleaveResetOverrideRacesCommit(t *testing.T) {
 		for _, m := range fenceModes {
 			t.Run(m.name, func(t *testing.T) {
 				p := newPauseFixture(t, store, m.cfg)
-				p.set("main", "k", "old")
-				p.commit("main", "base")
-				p.set("main", "k", "new")
-				hold := p.ps.Pause(kvtest.Before, p.commitHeadUpdate("main"))
-				commit, _ := p.commitAsync(p.ctx, "main")
-				hold.Wait(t, holdTimeout)
+				p.stageOverBase("k")
+				hold, commit, _ := p.holdCommit("main")
 				st := p.branch("main").StagingToken
-				write := p.ps.Pause(kvtest.Before, stagedWrite(st, "k"))
-				reset := async(func() error { return p.reset(p.ctx, graveler.ResetTypeKey, "k") })
-				write.Wait(t, holdTimeout)
-				hold.Release()
-				if err := await(t, commit); err != nil {
-					t.Fatal(err)
-				}
-				p.want("main@", "k", "new") // the commit took the value
-				write.Release()
-				if err := await(t, reset); err != nil {
+				reset := func(ctx context.Context) error { return p.reset(ctx, graveler.ResetTypeKey, "k") }
+				err := p.race(stagedWrite(st, "k"), reset, func() {
+					p.release(hold, commit)
+					p.want("main@", "k", "new") // the commit took the value
+				})
+				if err != nil {
 					t.Fatal(err)
 				}
 				p.want("main", "k", "old")
@@ -267,27 +306,15 @@ func TestInterleaveResetGivesUp(t *testing.T) {
 		}{{"held-before", kvtest.Before, "new"}, {"held-after", kvtest.After, "old"}} {
 			t.Run(tc.name, func(t *testing.T) {
 				p := newPauseFixture(t, store, graveler.Config{})
-				p.set("main", "k", "old")
-				p.commit("main", "base")
-				p.set("main", "k", "new")
-				hold := p.ps.Pause(kvtest.Before, p.commitHeadUpdate("main"))
-				commit, _ := p.commitAsync(p.ctx, "main")
-				hold.Wait(t, holdTimeout)
+				p.stageOverBase("k")
+				hold, commit, _ := p.holdCommit("main")
 				st := p.branch("main").StagingToken
-				write := p.ps.Pause(tc.when, stagedWrite(st, "k"))
-				ctx, cancel := context.WithCancel(p.ctx)
-				reset := async(func() error { return p.reset(ctx, graveler.ResetTypeKey, "k") })
-				write.Wait(t, holdTimeout)
-				cancel()
-				write.Release()
-				err := await(t, reset)
+				reset := func(ctx context.Context) error { return p.reset(ctx, graveler.ResetTypeKey, "k") }
+				err := p.giveUp(tc.when, stagedWrite(st, "k"), reset)
 				if tc.when == kvtest.Before && err == nil {
 					t.Fatal("a reset whose override was never written succeeded")
 				}
-				hold.Release()
-				if err := await(t, commit); err != nil {
-					t.Fatal(err)
-				}
+				p.release(hold, commit)
 				p.want("main", "k", tc.want)
 				if tc.when == kvtest.After {
 					p.commit("main", "next")
@@ -310,15 +337,10 @@ func TestInterleaveCommitVsCommit(t *testing.T) {
 		t.Run("race", func(t *testing.T) {
 			p := newPauseFixture(t, store, graveler.Config{})
 			p.set("main", "a", "1")
-			hold := p.ps.Pause(kvtest.Before, p.commitHeadUpdate("main"))
-			c1, id1 := p.commitAsync(p.ctx, "main")
-			hold.Wait(t, holdTimeout)
+			hold, c1, id1 := p.holdCommit("main")
 			p.set("main", "b", "2")
 			id2 := p.commit("main", "second")
-			hold.Release()
-			if err := await(t, c1); err != nil {
-				t.Fatal(err)
-			}
+			p.release(hold, c1)
 			var history []graveler.CommitID
 			for c, err := range p.g.Log(p.ctx, p.repo, "main", graveler.LogOptions{FirstParent: true}) {
 				if err != nil {
@@ -341,18 +363,17 @@ func TestInterleaveCommitVsCommit(t *testing.T) {
 				p := newPauseFixture(t, store, graveler.Config{})
 				p.set("main", "a", "1")
 				before := p.head("main")
-				hold := p.ps.Pause(tc.when, p.commitHeadUpdate("main"))
-				ctx, cancel := context.WithCancel(p.ctx)
-				c1, id1 := p.commitAsync(ctx, "main")
-				hold.Wait(t, holdTimeout)
-				cancel()
-				hold.Release()
-				err := await(t, c1)
+				var id1 graveler.CommitID
+				err := p.giveUp(tc.when, p.commitHeadUpdate("main"), func(ctx context.Context) error {
+					var err error
+					id1, err = p.g.Commit(ctx, p.repo, "main", graveler.CommitParams{Committer: "t", Message: "async"})
+					return err
+				})
 				switch head := p.head("main"); {
-				case tc.applied && (err != nil || head != *id1):
-					t.Fatalf("head update applied: commit %s, %v; head %s", *id1, err, head)
+				case tc.applied && (err != nil || head != id1):
+					t.Fatalf("head update applied: commit %s, %v; head %s", id1, err, head)
 				case !tc.applied && (err == nil || head != before):
-					t.Fatalf("head update never sent: commit %s, %v; head %s, was %s", *id1, err, head, before)
+					t.Fatalf("head update never sent: commit %s, %v; head %s, was %s", id1, err, head, before)
 				}
 				p.want("main", "a", "1")
 				if !tc.applied {
@@ -378,18 +399,13 @@ func TestInterleaveCommitVsDeleteBranch(t *testing.T) {
 				t.Fatal(err)
 			}
 			p.set("dev", "x", "1")
-			del := p.ps.Pause(kvtest.Before, func(op kvtest.Op) bool {
-				return (op.Name == "delete" || op.Name == "deleteif") && op.Is(op.Name, p.part, keys.Branch("dev"))
-			})
+			del := p.ps.Pause(kvtest.Before, p.branchDelete("dev"))
 			deleted := async(func() error { return p.g.DeleteBranch(p.ctx, p.repo, "dev") })
 			del.Wait(t, holdTimeout)
 			p.commit("dev", "meanwhile")
 			p.set("dev", "y", "1")
 			st := p.branch("dev").StagingToken
-			del.Release()
-			if err := await(t, deleted); err != nil {
-				t.Fatal(err)
-			}
+			p.release(del, deleted)
 			if _, err := p.g.GetBranch(p.ctx, p.repo, "dev"); !errors.Is(err, graveler.ErrBranchNotFound) {
 				t.Fatalf("branch after delete: %v", err)
 			}
@@ -401,9 +417,7 @@ func TestInterleaveCommitVsDeleteBranch(t *testing.T) {
 				t.Fatal(err)
 			}
 			p.set("dev", "x", "1")
-			hold := p.ps.Pause(kvtest.Before, p.commitHeadUpdate("dev"))
-			commit, _ := p.commitAsync(p.ctx, "dev")
-			hold.Wait(t, holdTimeout)
+			hold, commit, _ := p.holdCommit("dev")
 			b := p.branch("dev")
 			if err := p.g.DeleteBranch(p.ctx, p.repo, "dev"); err != nil {
 				t.Fatal(err)
@@ -436,15 +450,9 @@ func TestInterleaveDeleteBranchGivesUp(t *testing.T) {
 				}
 				p.set("dev", "x", "1")
 				st := p.branch("dev").StagingToken
-				del := p.ps.Pause(tc.when, func(op kvtest.Op) bool {
-					return (op.Name == "delete" || op.Name == "deleteif") && op.Is(op.Name, p.part, keys.Branch("dev"))
+				err := p.giveUp(tc.when, p.branchDelete("dev"), func(ctx context.Context) error {
+					return p.g.DeleteBranch(ctx, p.repo, "dev")
 				})
-				ctx, cancel := context.WithCancel(p.ctx)
-				deleted := async(func() error { return p.g.DeleteBranch(ctx, p.repo, "dev") })
-				del.Wait(t, holdTimeout)
-				cancel()
-				del.Release()
-				err := await(t, deleted)
 				if !tc.applied {
 					if err == nil {
 						t.Fatal("a branch delete never sent succeeded")
@@ -471,20 +479,13 @@ func TestInterleaveResetAllVsCommit(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, store kv.Store) {
 		t.Run("race", func(t *testing.T) {
 			p := newPauseFixture(t, store, graveler.Config{})
-			p.set("main", "k", "old")
-			p.commit("main", "base")
-			p.set("main", "k", "new")
-			hold := p.ps.Pause(kvtest.Before, p.commitHeadUpdate("main"))
-			commit, _ := p.commitAsync(p.ctx, "main")
-			hold.Wait(t, holdTimeout)
+			p.stageOverBase("k")
+			hold, commit, _ := p.holdCommit("main")
 			if err := p.reset(p.ctx, graveler.ResetTypeAll, ""); err != nil {
 				t.Fatal(err)
 			}
 			p.want("main", "k", "old")
-			hold.Release()
-			if err := await(t, commit); err != nil {
-				t.Fatal(err)
-			}
+			p.release(hold, commit)
 			p.want("main", "k", "old")
 			p.want("main@", "k", "old")
 		})
@@ -495,16 +496,9 @@ func TestInterleaveResetAllVsCommit(t *testing.T) {
 		}{{"gives-up-held-before", kvtest.Before, "new"}, {"gives-up-held-after", kvtest.After, "old"}} {
 			t.Run(tc.name, func(t *testing.T) {
 				p := newPauseFixture(t, store, graveler.Config{})
-				p.set("main", "k", "old")
-				p.commit("main", "base")
-				p.set("main", "k", "new")
-				hold := p.ps.Pause(tc.when, p.branchOp("setif", "main"))
-				ctx, cancel := context.WithCancel(p.ctx)
-				reset := async(func() error { return p.reset(ctx, graveler.ResetTypeAll, "") })
-				hold.Wait(t, holdTimeout)
-				cancel()
-				hold.Release()
-				if err := await(t, reset); tc.when == kvtest.Before && err == nil {
+				p.stageOverBase("k")
+				reset := func(ctx context.Context) error { return p.reset(ctx, graveler.ResetTypeAll, "") }
+				if err := p.giveUp(tc.when, p.branchOp("setif", "main"), reset); tc.when == kvtest.Before && err == nil {
 					t.Fatal("a reset never sent succeeded")
 				}
 				p.want("main", "k", tc.want)
@@ -536,10 +530,7 @@ func TestInterleaveWriterVsSeal(t *testing.T) {
 				if err := staging.New(p.inner, staging.Config{}).Drop(p.ctx, st); err != nil {
 					t.Fatal(err)
 				}
-				hold.Release()
-				if err := await(t, write); err != nil {
-					t.Fatal(err)
-				}
+				p.release(hold, write)
 				p.want("main", "w", "1")
 				p.commit("main", "next")
 				p.want("main@", "w", "1")
@@ -552,15 +543,9 @@ func TestInterleaveWriterVsSeal(t *testing.T) {
 				t.Run(m.name+"/"+tc.name, func(t *testing.T) {
 					p := newPauseFixture(t, store, m.cfg)
 					st := p.branch("main").StagingToken
-					hold := p.ps.Pause(tc.when, stagedWrite(st, "w"))
-					ctx, cancel := context.WithCancel(p.ctx)
-					write := async(func() error {
+					err := p.giveUp(tc.when, stagedWrite(st, "w"), func(ctx context.Context) error {
 						return p.g.Set(ctx, p.repo, "main", graveler.Key("w"), val("1"), graveler.SetOptions{})
 					})
-					hold.Wait(t, holdTimeout)
-					cancel()
-					hold.Release()
-					err := await(t, write)
 					if !tc.applied {
 						if err == nil {
 							t.Fatal("a write never sent was acknowledged")
@@ -614,23 +599,17 @@ func TestInterleaveMoveHeadVsCommit(t *testing.T) {
 		for _, op := range ops {
 			t.Run(op.name, func(t *testing.T) {
 				p, c1, devC := setup(t)
-				hold := p.ps.Pause(kvtest.Before, p.branchOp("setif", "main"))
 				var id graveler.CommitID
-				done := async(func() error {
+				var cz graveler.CommitID
+				err := p.race(p.branchOp("setif", "main"), func(ctx context.Context) error {
 					var err error
-					id, err = op.run(p.ctx, p, c1, devC)
+					id, err = op.run(ctx, p, c1, devC)
 					return err
-				})
-				hold.Wait(t, holdTimeout)
-				p.set("main", "z", "1")
-				cz := p.commit("main", "meanwhile")
-				hold.Release()
-				if err := await(t, done); !errors.Is(err, graveler.ErrBranchHeadMoved) {
+				}, func() { cz = p.commitMeanwhile() })
+				if !errors.Is(err, graveler.ErrBranchHeadMoved) {
 					t.Fatalf("%s over a head that moved: %s, %v", op.name, id, err)
 				}
-				if h := p.head("main"); h != cz {
-					t.Fatalf("head %s, want the commit %s", h, cz)
-				}
+				p.wantHead(cz)
 				p.want("main@", "z", "1")
 				p.want("main@", "a", "1")
 			})
@@ -643,18 +622,12 @@ func TestInterleaveMoveHeadVsCommit(t *testing.T) {
 			t.Run("merge/"+tc.name, func(t *testing.T) {
 				p, c1, devC := setup(t)
 				before := p.head("main")
-				hold := p.ps.Pause(tc.when, p.branchOp("setif", "main"))
-				ctx, cancel := context.WithCancel(p.ctx)
 				var id graveler.CommitID
-				done := async(func() error {
+				err := p.giveUp(tc.when, p.branchOp("setif", "main"), func(ctx context.Context) error {
 					var err error
 					id, err = ops[0].run(ctx, p, c1, devC)
 					return err
 				})
-				hold.Wait(t, holdTimeout)
-				cancel()
-				hold.Release()
-				err := await(t, done)
 				switch head := p.head("main"); {
 				case tc.applied && (err != nil || head != id):
 					t.Fatalf("head update applied: merge %s, %v; head %s", id, err, head)
@@ -685,21 +658,15 @@ func TestInterleaveResetHardVsCommit(t *testing.T) {
 		}
 		t.Run("race", func(t *testing.T) {
 			p, c0, c1 := setup(t)
-			hold := p.ps.Pause(kvtest.Before, p.branchOp("setif", "main"))
-			done := async(func() error {
-				_, err := p.g.ResetHard(p.ctx, p.repo, "main", graveler.Ref(c0), graveler.ResetHardOptions{ExpectedCommitID: c1, Force: true})
+			var cz graveler.CommitID
+			err := p.race(p.branchOp("setif", "main"), func(ctx context.Context) error {
+				_, err := p.g.ResetHard(ctx, p.repo, "main", graveler.Ref(c0), graveler.ResetHardOptions{ExpectedCommitID: c1, Force: true})
 				return err
-			})
-			hold.Wait(t, holdTimeout)
-			p.set("main", "z", "1")
-			cz := p.commit("main", "meanwhile")
-			hold.Release()
-			if err := await(t, done); !errors.Is(err, graveler.ErrBranchHeadMoved) {
+			}, func() { cz = p.commitMeanwhile() })
+			if !errors.Is(err, graveler.ErrBranchHeadMoved) {
 				t.Fatalf("reset hard over a head that moved: %v", err)
 			}
-			if h := p.head("main"); h != cz {
-				t.Fatalf("head %s, want the commit %s", h, cz)
-			}
+			p.wantHead(cz)
 			p.want("main", "z", "1")
 		})
 		for _, tc := range []struct {
@@ -710,16 +677,10 @@ func TestInterleaveResetHardVsCommit(t *testing.T) {
 			t.Run(tc.name, func(t *testing.T) {
 				p, c0, c1 := setup(t)
 				p.set("main", "s", "staged")
-				hold := p.ps.Pause(tc.when, p.branchOp("setif", "main"))
-				ctx, cancel := context.WithCancel(p.ctx)
-				done := async(func() error {
+				err := p.giveUp(tc.when, p.branchOp("setif", "main"), func(ctx context.Context) error {
 					_, err := p.g.ResetHard(ctx, p.repo, "main", graveler.Ref(c0), graveler.ResetHardOptions{ExpectedCommitID: c1, Force: true})
 					return err
 				})
-				hold.Wait(t, holdTimeout)
-				cancel()
-				hold.Release()
-				err := await(t, done)
 				switch head := p.head("main"); {
 				case tc.applied && (err != nil || head != c0):
 					t.Fatalf("reset applied: %v; head %s, want %s", err, head, c0)
@@ -748,9 +709,7 @@ func TestInterleaveDiffUncommittedTokenDropped(t *testing.T) {
 		p := newPauseFixture(t, store, graveler.Config{})
 		p.set("main", "k", "1")
 		p.set("main", "x", "1")
-		hold := p.ps.Pause(kvtest.Before, p.commitHeadUpdate("main"))
-		commit, _ := p.commitAsync(p.ctx, "main")
-		hold.Wait(t, holdTimeout)
+		hold, commit, _ := p.holdCommit("main")
 		p.set("main", "k", "2") // into the fresh staging token
 		sealed := p.branch("main").SealedTokens
 		if len(sealed) != 1 {
@@ -772,17 +731,11 @@ func TestInterleaveDiffUncommittedTokenDropped(t *testing.T) {
 			return it.Err()
 		})
 		scan.Wait(t, holdTimeout)
-		hold.Release()
-		if err := await(t, commit); err != nil {
-			t.Fatal(err)
-		}
+		p.release(hold, commit)
 		if err := staging.New(p.inner, staging.Config{}).Drop(p.ctx, sealed[0]); err != nil {
 			t.Fatal(err)
 		}
-		scan.Release()
-		if err := await(t, diff); err != nil {
-			t.Fatal(err)
-		}
+		p.release(scan, diff)
 		beforeCommit := []string{"added k", "added x"}
 		afterCommit := []string{"changed k"}
 		if !slices.Equal(got, beforeCommit) && !slices.Equal(got, afterCommit) {
@@ -809,9 +762,7 @@ func TestInterleaveDiffUncommittedResumes(t *testing.T) {
 		if err := p.g.SetBatch(p.ctx, p.repo, "main", recs); err != nil {
 			t.Fatal(err)
 		}
-		hold := p.ps.Pause(kvtest.Before, p.commitHeadUpdate("main"))
-		commit, _ := p.commitAsync(p.ctx, "main")
-		hold.Wait(t, holdTimeout)
+		hold, commit, _ := p.holdCommit("main")
 		p.set("main", "a290", "2") // into the fresh staging token
 		sealed := p.branch("main").SealedTokens
 		it, err := p.g.DiffUncommitted(p.ctx, p.repo, "main")
@@ -823,10 +774,7 @@ func TestInterleaveDiffUncommittedResumes(t *testing.T) {
 		for len(got) < 200 && it.Next() {
 			got = append(got, fmt.Sprintf("%s %s", it.Value().Type, it.Value().Key))
 		}
-		hold.Release()
-		if err := await(t, commit); err != nil {
-			t.Fatal(err)
-		}
+		p.release(hold, commit)
 		for _, st := range sealed {
 			if err := staging.New(p.inner, staging.Config{}).Drop(p.ctx, st); err != nil {
 				t.Fatal(err)

@@ -5,36 +5,11 @@ import (
 	"testing"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/protobuf/proto"
 
 	pb "graveler/api/graveler/v1"
 	"graveler/graveler/gravelertest"
-	"graveler/graveler/ref/refpb"
-	"graveler/keys"
 	"graveler/kv"
 )
-
-// markDeleting leaves repository id as a delete that stopped after its
-// first step: the record marked deleting, still in place.
-func markDeleting(t *testing.T, store kv.Store, id string) {
-	t.Helper()
-	ctx := context.Background()
-	data, _, err := store.Get(ctx, keys.Graveler(), keys.Repository(id))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rec refpb.Repository
-	if err := proto.Unmarshal(data, &rec); err != nil {
-		t.Fatal(err)
-	}
-	rec.State = refpb.RepositoryState_REPOSITORY_STATE_DELETING
-	if data, err = proto.Marshal(&rec); err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Set(ctx, keys.Graveler(), keys.Repository(id), data); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // TestRepositoryDeletingOnTheWire: over real gRPC, a repository being
 // deleted answers FAILED_PRECONDITION with reason REPOSITORY_DELETING (to
@@ -55,7 +30,7 @@ func TestRepositoryDeletingOnTheWire(t *testing.T) {
 	if _, err := h.client.PutEntry(ctx, put); err != nil {
 		t.Fatal(err) // the service now caches the repository
 	}
-	markDeleting(t, store, "going")
+	gravelertest.MarkDeleting(t, store, "going")
 
 	_, err := h.client.GetRepository(ctx, &pb.GetRepositoryRequest{Name: "repositories/going"})
 	if c, reason, meta := reasonOf(t, err); c != codes.FailedPrecondition || reason != "REPOSITORY_DELETING" || meta["repository"] != "repositories/going" {

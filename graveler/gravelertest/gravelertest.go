@@ -1,7 +1,9 @@
 // Package gravelertest builds a complete Graveler service for tests and
 // benchmarks: refs and staging on a given kv.Store (memory or etcd),
-// committed data in an in-memory blob store. Safe to use from parallel
-// tests; each call builds an independent service.
+// committed data in an in-memory blob store; a settable Clock for the
+// configs' Now; and MarkDeleting, which leaves a repository as a delete
+// interrupted after its first step. Safe to use from parallel tests; each
+// call builds an independent service.
 package gravelertest
 
 import (

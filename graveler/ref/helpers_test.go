@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"graveler/graveler"
+	"graveler/graveler/gravelertest"
 	"graveler/graveler/ref"
 	"graveler/kv"
 )
@@ -24,26 +25,6 @@ func memoryStore(t *testing.T) kv.Store {
 	s := kv.NewMemoryStore()
 	t.Cleanup(func() { _ = s.Close() })
 	return s
-}
-
-// clock is a settable Now for tests of the creation timeout.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock { return &clock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
 }
 
 // ids hands out predictable unique ids and remembers them, so a test can
@@ -73,14 +54,14 @@ type env struct {
 	t     *testing.T
 	ctx   context.Context
 	store kv.Store
-	clock *clock
+	clock *gravelertest.Clock
 	ids   *ids
 	cfg   ref.Config
 	m     *ref.Manager
 }
 
 func newEnv(t *testing.T, store kv.Store, tweak func(*ref.Config)) *env {
-	e := &env{t: t, ctx: t.Context(), store: store, clock: newClock(), ids: &ids{}}
+	e := &env{t: t, ctx: t.Context(), store: store, clock: gravelertest.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)), ids: &ids{}}
 	e.cfg = ref.Config{Now: e.clock.Now, NewID: e.ids.New, RepositoryCreationTimeout: time.Minute}
 	if tweak != nil {
 		tweak(&e.cfg)

@@ -29,36 +29,7 @@ import (
 // test that waits that long has failed anyway.
 const holdTimeout = 30 * time.Second
 
-// lateAck reports a write applied after its caller's context ended as
-// kv.ErrAmbiguous, as the etcd store does when the answer is lost with the
-// caller. With it a write held After while the caller gives up looks as it
-// would on the wire.
-type lateAck struct{ kv.Store }
-
-func late(ctx context.Context, err error) error {
-	if err == nil && ctx.Err() != nil {
-		return fmt.Errorf("%w: answer lost with the caller: %w", kv.ErrAmbiguous, ctx.Err())
-	}
-	return err
-}
-
-func (s lateAck) Set(ctx context.Context, p, k, v []byte) error {
-	return late(ctx, s.Store.Set(ctx, p, k, v))
-}
-
-func (s lateAck) SetIf(ctx context.Context, p, k, v []byte, pred kv.Predicate) error {
-	return late(ctx, s.Store.SetIf(ctx, p, k, v, pred))
-}
-
-func (s lateAck) Delete(ctx context.Context, p, k []byte) error {
-	return late(ctx, s.Store.Delete(ctx, p, k))
-}
-
-func (s lateAck) DeleteIf(ctx context.Context, p, k []byte, pred kv.Predicate) error {
-	return late(ctx, s.Store.DeleteIf(ctx, p, k, pred))
-}
-
-// ienv is an env whose manager runs on a PauseStore (behind lateAck), with
+// ienv is an env whose manager runs on a PauseStore (behind kvtest.LateAckStore), with
 // the inner store and a partition lister for running the cleaner.
 type ienv struct {
 	*env
@@ -69,7 +40,7 @@ type ienv struct {
 
 func newIEnv(t *testing.T, inner kv.Store, lister cleaner.PartitionLister) *ienv {
 	ps := kvtest.NewPauseStore(inner)
-	return &ienv{env: newEnv(t, lateAck{ps}, nil), ps: ps, inner: inner, lister: lister}
+	return &ienv{env: newEnv(t, kvtest.LateAckStore{Store: ps}, nil), ps: ps, inner: inner, lister: lister}
 }
 
 // forEachStore runs fn on memory and on a real embedded etcd (one server,
@@ -93,79 +64,31 @@ func forEachStore(t *testing.T, fn func(t *testing.T, newEnv func(t *testing.T) 
 	})
 }
 
-// mode is what happens while the operation under test is held.
-type mode int
-
-const (
-	// race: the racing operation runs while the write waits before the store.
-	race mode = iota
-	// cancelBefore: the caller gives up while the write waits before the store.
-	cancelBefore
-	// cancelAfter: the caller gives up after the store applied the write,
-	// before the answer reaches it.
-	cancelAfter
-)
-
-var modes = []mode{race, cancelBefore, cancelAfter}
-
-func (m mode) String() string { return [...]string{"race", "cancel-before", "cancel-after"}[m] }
-
-// opOn matches the first operation named one of names on (partition, key);
-// a nil partition matches any.
-func opOn(partition, key []byte, names ...string) func(kvtest.Op) bool {
-	return func(op kvtest.Op) bool {
-		return slices.ContainsFunc(names, func(n string) bool { return op.Is(n, partition, key) })
-	}
-}
-
-// nth matches the n-th operation (from 1) that match matches.
-func nth(n int, match func(kvtest.Op) bool) func(kvtest.Op) bool {
-	seen := 0 // PauseStore calls matchers one at a time
-	return func(op kvtest.Op) bool {
-		if match(op) {
-			seen++
-			return seen == n
-		}
-		return false
-	}
-}
-
 // interleave runs op with the operation match selects held, as m says,
 // and returns op's error. In race mode racer runs while it is held.
-func (e *ienv) interleave(m mode, match func(kvtest.Op) bool, op func(ctx context.Context) error, racer func()) error {
+func (e *ienv) interleave(m kvtest.Mode, match func(kvtest.Op) bool, op func(ctx context.Context) error, racer func()) error {
 	e.t.Helper()
-	when := kvtest.Before
-	if m == cancelAfter {
-		when = kvtest.After
-	}
-	pt := e.ps.Pause(when, match)
-	defer pt.Release()
-	ctx, cancel := context.WithCancel(e.ctx)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- op(ctx) }()
-	select {
-	case <-pt.Reached():
-	case err := <-done:
-		e.t.Fatalf("%v: the operation ended (%v) without reaching its pause point", m, err)
-	case <-time.After(holdTimeout):
-		e.t.Fatalf("%v: no operation reached the pause point", m)
-	}
-	if m == race {
-		racer()
-	} else {
-		cancel()
-	}
-	pt.Release()
-	return <-done
+	return kvtest.Interleave(e.t, e.ctx, e.ps, m, match, op, racer)
 }
 
 // wantFailed asserts that a caller who gave up heard an error.
-func wantFailed(t *testing.T, m mode, err error) {
+func wantFailed(t *testing.T, m kvtest.Mode, err error) {
 	t.Helper()
 	if err == nil {
 		t.Fatalf("%v: the caller gave up but was told the operation succeeded", m)
 	}
+}
+
+// repo creates the repository "repo" and returns it, its main branch and
+// its partition.
+func (e *ienv) repo() (*graveler.RepositoryRecord, *graveler.Branch, []byte) {
+	e.t.Helper()
+	r := e.createRepo("repo")
+	main, err := e.m.GetBranch(e.ctx, r, "main")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return r, main, keys.RepositoryPartition("repo", string(r.UniqueID))
 }
 
 // uidOf returns the unique id of the current record of id (fatal if none).
@@ -291,14 +214,14 @@ func (e *ienv) crashedCreate(id graveler.RepositoryID) graveler.UniqueID {
 // repository record (SetIf deleting, DeleteIf the deleting record).
 func TestInterleaveRepositoryDelete(t *testing.T) {
 	forEachStore(t, func(t *testing.T, newEnv func(t *testing.T) *ienv) {
-		for _, m := range modes {
+		for _, m := range kvtest.Modes {
 			// The mark. Racing: another client deletes the repository and
 			// creates the name again, and writes to it.
 			t.Run("mark/"+m.String(), func(t *testing.T) {
 				e := newEnv(t)
 				old := e.newLiveRepo("doomed")
 				var fresh liveRepo
-				err := e.interleave(m, opOn(keys.Graveler(), keys.Repository("doomed"), "setif"),
+				err := e.interleave(m, kvtest.OpOn(keys.Graveler(), keys.Repository("doomed"), "setif"),
 					func(ctx context.Context) error { return e.m.DeleteRepository(ctx, "doomed") },
 					func() {
 						if err := e.m.DeleteRepository(e.ctx, "doomed"); err != nil {
@@ -307,7 +230,7 @@ func TestInterleaveRepositoryDelete(t *testing.T) {
 						fresh = e.newLiveRepo("doomed")
 					})
 				switch m {
-				case race:
+				case kvtest.Race:
 					// The incarnation it read is deleted: done, not a conflict
 					// (a retry would delete the new one).
 					if err != nil {
@@ -315,10 +238,10 @@ func TestInterleaveRepositoryDelete(t *testing.T) {
 					}
 					e.wantQueued("doomed", old.rec.UniqueID, true)
 					e.checkSurvivesCleaner(fresh)
-				case cancelBefore:
+				case kvtest.CancelBefore:
 					wantFailed(t, m, err)
 					e.checkIntact(old)
-				case cancelAfter:
+				case kvtest.CancelAfter:
 					wantFailed(t, m, err)
 					// Marked, not removed: being deleted until a retry (or
 					// a create of the name, or the cleaner) finishes.
@@ -338,7 +261,7 @@ func TestInterleaveRepositoryDelete(t *testing.T) {
 				e := newEnv(t)
 				old := e.newLiveRepo("phoenix")
 				var fresh liveRepo
-				err := e.interleave(m, opOn(keys.Graveler(), keys.Repository("phoenix"), "delete", "deleteif"),
+				err := e.interleave(m, kvtest.OpOn(keys.Graveler(), keys.Repository("phoenix"), "delete", "deleteif"),
 					func(ctx context.Context) error { return e.m.DeleteRepository(ctx, "phoenix") },
 					func() {
 						// In the window the repository is being deleted.
@@ -348,20 +271,20 @@ func TestInterleaveRepositoryDelete(t *testing.T) {
 						fresh = e.newLiveRepo("phoenix")
 					})
 				switch m {
-				case race:
+				case kvtest.Race:
 					if err != nil {
 						t.Fatal(err)
 					}
 					e.wantQueued("phoenix", old.rec.UniqueID, true)
 					e.checkSurvivesCleaner(fresh)
-				case cancelBefore:
+				case kvtest.CancelBefore:
 					wantFailed(t, m, err)
 					e.wantQueued("phoenix", old.rec.UniqueID, true)
 					e.checkInvisible("phoenix")
 					// The name is reusable at once.
 					fresh = e.newLiveRepo("phoenix")
 					e.checkSurvivesCleaner(fresh)
-				case cancelAfter:
+				case kvtest.CancelAfter:
 					wantFailed(t, m, err)
 					e.wantQueued("phoenix", old.rec.UniqueID, true)
 					if _, ok := e.rawRepository("phoenix"); ok {
@@ -378,13 +301,13 @@ func TestInterleaveRepositoryDelete(t *testing.T) {
 // repository record (SetIf claiming the name, SetIf activating).
 func TestInterleaveRepositoryCreate(t *testing.T) {
 	forEachStore(t, func(t *testing.T, newEnv func(t *testing.T) *ienv) {
-		for _, m := range modes {
+		for _, m := range kvtest.Modes {
 			// The claim. Racing: another create of the same name.
 			t.Run("claim/"+m.String(), func(t *testing.T) {
 				e := newEnv(t)
 				var winner liveRepo
 				first := len(e.ids.All())
-				err := e.interleave(m, opOn(keys.Graveler(), keys.Repository("name"), "setif"),
+				err := e.interleave(m, kvtest.OpOn(keys.Graveler(), keys.Repository("name"), "setif"),
 					func(ctx context.Context) error {
 						_, err := e.m.CreateRepository(ctx, "name", repoParams(), initialCommit())
 						return err
@@ -392,17 +315,17 @@ func TestInterleaveRepositoryCreate(t *testing.T) {
 					func() { winner = e.newLiveRepo("name") })
 				mine := graveler.UniqueID(e.ids.All()[first])
 				switch m {
-				case race:
+				case kvtest.Race:
 					wantErr(t, err, graveler.ErrRepositoryExists)
 					if !e.partitionEmpty("name", string(mine)) {
 						t.Fatal("the losing create wrote to its partition")
 					}
 					e.checkSurvivesCleaner(winner)
-				case cancelBefore:
+				case kvtest.CancelBefore:
 					wantFailed(t, m, err)
 					e.checkInvisible("name")
 					e.checkSurvivesCleaner(e.newLiveRepo("name"))
-				case cancelAfter:
+				case kvtest.CancelAfter:
 					// The initial record landed; the create abandons it at
 					// once, so the name is free without waiting the timeout.
 					wantFailed(t, m, err)
@@ -418,7 +341,7 @@ func TestInterleaveRepositoryCreate(t *testing.T) {
 			t.Run("activate/"+m.String(), func(t *testing.T) {
 				e := newEnv(t)
 				first := len(e.ids.All())
-				err := e.interleave(m, nth(2, opOn(keys.Graveler(), keys.Repository("slow"), "setif")),
+				err := e.interleave(m, kvtest.Nth(2, kvtest.OpOn(keys.Graveler(), keys.Repository("slow"), "setif")),
 					func(ctx context.Context) error {
 						_, err := e.m.CreateRepository(ctx, "slow", repoParams(), initialCommit())
 						return err
@@ -430,17 +353,17 @@ func TestInterleaveRepositoryCreate(t *testing.T) {
 					})
 				mine := graveler.UniqueID(e.ids.All()[first])
 				switch m {
-				case race:
+				case kvtest.Race:
 					wantErr(t, err, ref.ErrRepositoryCreationRaced)
 					e.wantQueued("slow", mine, true)
 					e.checkInvisible("slow")
 					e.checkSurvivesCleaner(e.newLiveRepo("slow"))
-				case cancelBefore:
+				case kvtest.CancelBefore:
 					wantFailed(t, m, err)
 					e.wantQueued("slow", mine, true)
 					e.checkInvisible("slow")
 					e.checkSurvivesCleaner(e.newLiveRepo("slow"))
-				case cancelAfter:
+				case kvtest.CancelAfter:
 					// Active, though the caller heard only that the outcome
 					// is unknown: it must not be undone.
 					wantErr(t, err, graveler.ErrAmbiguous)
@@ -461,10 +384,10 @@ func TestInterleaveRepositoryRetireExpired(t *testing.T) {
 			name  string
 			match func(kvtest.Op) bool
 		}{
-			{"mark", opOn(keys.Graveler(), keys.Repository("stuck"), "setif")},
-			{"remove", opOn(keys.Graveler(), keys.Repository("stuck"), "delete", "deleteif")},
+			{"mark", kvtest.OpOn(keys.Graveler(), keys.Repository("stuck"), "setif")},
+			{"remove", kvtest.OpOn(keys.Graveler(), keys.Repository("stuck"), "delete", "deleteif")},
 		} {
-			for _, m := range modes {
+			for _, m := range kvtest.Modes {
 				t.Run(step.name+"/"+m.String(), func(t *testing.T) {
 					e := newEnv(t)
 					dead := e.crashedCreate("stuck")
@@ -476,7 +399,7 @@ func TestInterleaveRepositoryRetireExpired(t *testing.T) {
 							return err
 						},
 						func() { fresh = e.newLiveRepo("stuck") })
-					if m == race {
+					if m == kvtest.Race {
 						// Read before the create: not found, and the create
 						// it raced is untouched.
 						wantErr(t, err, graveler.ErrRepositoryNotFound)
@@ -502,14 +425,12 @@ func TestInterleaveRepositoryRetireExpired(t *testing.T) {
 // another create of the same branch.
 func TestInterleaveBranchCreate(t *testing.T) {
 	forEachStore(t, func(t *testing.T, newEnv func(t *testing.T) *ienv) {
-		for _, m := range modes {
+		for _, m := range kvtest.Modes {
 			t.Run(m.String(), func(t *testing.T) {
 				e := newEnv(t)
-				r := e.createRepo("repo")
-				main, _ := e.m.GetBranch(e.ctx, r, "main")
-				part := keys.RepositoryPartition("repo", string(r.UniqueID))
+				r, main, part := e.repo()
 				var theirs *graveler.Branch
-				err := e.interleave(m, opOn(part, keys.Branch("feature"), "setif"),
+				err := e.interleave(m, kvtest.OpOn(part, keys.Branch("feature"), "setif"),
 					func(ctx context.Context) error {
 						return e.m.CreateBranch(ctx, r, "feature", graveler.Branch{CommitID: main.CommitID, StagingToken: "repo.mine"})
 					},
@@ -521,15 +442,15 @@ func TestInterleaveBranchCreate(t *testing.T) {
 					})
 				got, gerr := e.m.GetBranch(e.ctx, r, "feature")
 				switch m {
-				case race:
+				case kvtest.Race:
 					wantErr(t, err, graveler.ErrBranchExists)
 					if gerr != nil || got.StagingToken != theirs.StagingToken {
 						t.Fatalf("branch after the race: %+v, %v", got, gerr)
 					}
-				case cancelBefore:
+				case kvtest.CancelBefore:
 					wantFailed(t, m, err)
 					wantErr(t, gerr, graveler.ErrBranchNotFound)
-				case cancelAfter:
+				case kvtest.CancelAfter:
 					wantFailed(t, m, err)
 					if gerr != nil || got.StagingToken != "repo.mine" {
 						t.Fatalf("branch after an applied create: %+v, %v", got, gerr)
@@ -545,19 +466,17 @@ func TestInterleaveBranchCreate(t *testing.T) {
 // update (a commit sealing the staging token); neither update is lost.
 func TestInterleaveBranchUpdate(t *testing.T) {
 	forEachStore(t, func(t *testing.T, newEnv func(t *testing.T) *ienv) {
-		for _, m := range modes {
+		for _, m := range kvtest.Modes {
 			t.Run(m.String(), func(t *testing.T) {
 				e := newEnv(t)
-				r := e.createRepo("repo")
-				before, _ := e.m.GetBranch(e.ctx, r, "main")
-				part := keys.RepositoryPartition("repo", string(r.UniqueID))
+				r, before, part := e.repo()
 				seal := func(fresh graveler.StagingToken) graveler.BranchUpdateFunc {
 					return func(b *graveler.Branch) (*graveler.Branch, error) {
 						return &graveler.Branch{CommitID: b.CommitID, StagingToken: fresh,
 							SealedTokens: append([]graveler.StagingToken{b.StagingToken}, b.SealedTokens...)}, nil
 					}
 				}
-				err := e.interleave(m, opOn(part, keys.Branch("main"), "setif"),
+				err := e.interleave(m, kvtest.OpOn(part, keys.Branch("main"), "setif"),
 					func(ctx context.Context) error { return e.m.BranchUpdate(ctx, r, "main", seal("repo.mine")) },
 					func() {
 						if err := e.m.BranchUpdate(e.ctx, r, "main", seal("repo.theirs")); err != nil {
@@ -570,15 +489,15 @@ func TestInterleaveBranchUpdate(t *testing.T) {
 				}
 				var want []graveler.StagingToken
 				switch m {
-				case race:
+				case kvtest.Race:
 					if err != nil {
 						t.Fatal(err)
 					}
 					want = []graveler.StagingToken{"repo.mine", "repo.theirs", before.StagingToken}
-				case cancelBefore:
+				case kvtest.CancelBefore:
 					wantFailed(t, m, err)
 					want = []graveler.StagingToken{before.StagingToken}
-				case cancelAfter:
+				case kvtest.CancelAfter:
 					wantFailed(t, m, err)
 					want = []graveler.StagingToken{"repo.mine", before.StagingToken}
 				}
@@ -598,20 +517,18 @@ func TestInterleaveBranchUpdate(t *testing.T) {
 func TestInterleaveBranchDelete(t *testing.T) {
 	forEachStore(t, func(t *testing.T, newEnv func(t *testing.T) *ienv) {
 		for _, racer := range []string{"recreate", "commit"} {
-			for _, m := range modes {
-				if racer == "commit" && m != race {
+			for _, m := range kvtest.Modes {
+				if racer == "commit" && m != kvtest.Race {
 					continue // the cancellations do not depend on the racer
 				}
 				t.Run(racer+"/"+m.String(), func(t *testing.T) {
 					e := newEnv(t)
-					r := e.createRepo("repo")
-					main, _ := e.m.GetBranch(e.ctx, r, "main")
-					part := keys.RepositoryPartition("repo", string(r.UniqueID))
+					r, main, part := e.repo()
 					if err := e.m.CreateBranch(e.ctx, r, "topic", graveler.Branch{CommitID: main.CommitID, StagingToken: "repo.v1"}); err != nil {
 						t.Fatal(err)
 					}
 					e.stage("repo.v1", "k1")
-					err := e.interleave(m, opOn(part, keys.Branch("topic"), "delete", "deleteif"),
+					err := e.interleave(m, kvtest.OpOn(part, keys.Branch("topic"), "delete", "deleteif"),
 						func(ctx context.Context) error { return e.m.DeleteBranch(ctx, r, "topic") },
 						func() {
 							switch racer {
@@ -635,7 +552,7 @@ func TestInterleaveBranchDelete(t *testing.T) {
 						})
 					_, gerr := e.m.GetBranch(e.ctx, r, "topic")
 					switch m {
-					case race:
+					case kvtest.Race:
 						if err != nil {
 							t.Fatal(err)
 						}
@@ -648,7 +565,7 @@ func TestInterleaveBranchDelete(t *testing.T) {
 						if e.staged("repo.v1", "k1") || e.staged("repo.v2", "k2") {
 							t.Fatal("a deleted branch's staged entries were not reclaimed")
 						}
-					case cancelBefore:
+					case kvtest.CancelBefore:
 						wantFailed(t, m, err)
 						if gerr != nil {
 							t.Fatalf("branch after a delete that never reached the store: %v", gerr)
@@ -661,7 +578,7 @@ func TestInterleaveBranchDelete(t *testing.T) {
 						if err := e.m.DeleteBranch(e.ctx, r, "topic"); err != nil {
 							t.Fatalf("retried delete: %v", err)
 						}
-					case cancelAfter:
+					case kvtest.CancelAfter:
 						wantFailed(t, m, err)
 						wantErr(t, gerr, graveler.ErrBranchNotFound)
 						e.wantTokenQueued("repo.v1", true)
@@ -676,14 +593,12 @@ func TestInterleaveBranchDelete(t *testing.T) {
 // create of the same tag.
 func TestInterleaveTagCreate(t *testing.T) {
 	forEachStore(t, func(t *testing.T, newEnv func(t *testing.T) *ienv) {
-		for _, m := range modes {
+		for _, m := range kvtest.Modes {
 			t.Run(m.String(), func(t *testing.T) {
 				e := newEnv(t)
-				r := e.createRepo("repo")
-				main, _ := e.m.GetBranch(e.ctx, r, "main")
+				r, main, part := e.repo()
 				c2 := e.commit(r, "two", main.CommitID)
-				part := keys.RepositoryPartition("repo", string(r.UniqueID))
-				err := e.interleave(m, opOn(part, keys.Tag("v1"), "setif"),
+				err := e.interleave(m, kvtest.OpOn(part, keys.Tag("v1"), "setif"),
 					func(ctx context.Context) error { return e.m.CreateTag(ctx, r, "v1", main.CommitID) },
 					func() {
 						if err := e.m.CreateTag(e.ctx, r, "v1", c2); err != nil {
@@ -692,15 +607,15 @@ func TestInterleaveTagCreate(t *testing.T) {
 					})
 				got, gerr := e.m.GetTag(e.ctx, r, "v1")
 				switch m {
-				case race:
+				case kvtest.Race:
 					wantErr(t, err, graveler.ErrTagExists)
 					if gerr != nil || got != c2 {
 						t.Fatalf("tag after the race: %s, %v", got, gerr)
 					}
-				case cancelBefore:
+				case kvtest.CancelBefore:
 					wantFailed(t, m, err)
 					wantErr(t, gerr, graveler.ErrTagNotFound)
-				case cancelAfter:
+				case kvtest.CancelAfter:
 					wantFailed(t, m, err)
 					if gerr != nil || got != main.CommitID {
 						t.Fatalf("tag after an applied create: %s, %v", got, gerr)
@@ -715,17 +630,15 @@ func TestInterleaveTagCreate(t *testing.T) {
 // deleted and created again; the new tag survives the older delete.
 func TestInterleaveTagDelete(t *testing.T) {
 	forEachStore(t, func(t *testing.T, newEnv func(t *testing.T) *ienv) {
-		for _, m := range modes {
+		for _, m := range kvtest.Modes {
 			t.Run(m.String(), func(t *testing.T) {
 				e := newEnv(t)
-				r := e.createRepo("repo")
-				main, _ := e.m.GetBranch(e.ctx, r, "main")
+				r, main, part := e.repo()
 				c2 := e.commit(r, "two", main.CommitID)
-				part := keys.RepositoryPartition("repo", string(r.UniqueID))
 				if err := e.m.CreateTag(e.ctx, r, "v1", main.CommitID); err != nil {
 					t.Fatal(err)
 				}
-				err := e.interleave(m, opOn(part, keys.Tag("v1"), "delete", "deleteif"),
+				err := e.interleave(m, kvtest.OpOn(part, keys.Tag("v1"), "delete", "deleteif"),
 					func(ctx context.Context) error { return e.m.DeleteTag(ctx, r, "v1") },
 					func() {
 						if err := e.m.DeleteTag(e.ctx, r, "v1"); err != nil {
@@ -737,19 +650,19 @@ func TestInterleaveTagDelete(t *testing.T) {
 					})
 				got, gerr := e.m.GetTag(e.ctx, r, "v1")
 				switch m {
-				case race:
+				case kvtest.Race:
 					if err != nil {
 						t.Fatal(err)
 					}
 					if gerr != nil || got != c2 {
 						t.Fatalf("re-created tag after the older delete: %s, %v", got, gerr)
 					}
-				case cancelBefore:
+				case kvtest.CancelBefore:
 					wantFailed(t, m, err)
 					if gerr != nil || got != main.CommitID {
 						t.Fatalf("tag after a delete that never reached the store: %s, %v", got, gerr)
 					}
-				case cancelAfter:
+				case kvtest.CancelAfter:
 					wantFailed(t, m, err)
 					wantErr(t, gerr, graveler.ErrTagNotFound)
 				}
@@ -767,7 +680,7 @@ func TestRepositoryStates(t *testing.T) {
 		e := newEnv(t)
 		e.createRepo("other")
 		old := e.newLiveRepo("going")
-		pt := e.ps.Pause(kvtest.After, opOn(keys.Graveler(), keys.Repository("going"), "setif"))
+		pt := e.ps.Pause(kvtest.After, kvtest.OpOn(keys.Graveler(), keys.Repository("going"), "setif"))
 		done := make(chan error, 1)
 		go func() { done <- e.m.DeleteRepository(e.ctx, "going") }()
 		pt.Wait(t, holdTimeout)

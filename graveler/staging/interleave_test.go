@@ -109,6 +109,33 @@ func (e *pausedEnv) staged(key string) bool {
 	return true
 }
 
+// release lets pt go and waits for done, which must succeed.
+func (e *pausedEnv) release(pt *kvtest.PausePoint, done <-chan error) {
+	e.t.Helper()
+	pt.Release()
+	if err := wait(e.t, done); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// giveUpAt waits until pt holds its request, ends the writers' context
+// with cancel meanwhile, and lets the request go.
+func (e *pausedEnv) giveUpAt(pt *kvtest.PausePoint, cancel context.CancelFunc) {
+	e.t.Helper()
+	pt.Wait(e.t, holdTimeout)
+	cancel()
+	pt.Release()
+}
+
+// writeLater makes a write of "later", which must succeed: it runs after
+// any batch queued before it, so what those did is in the store.
+func (e *pausedEnv) writeLater() {
+	e.t.Helper()
+	if err := wait(e.t, e.write(e.ctx, "later")); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 func wait(t *testing.T, done <-chan error) error {
 	t.Helper()
 	select {
@@ -143,9 +170,7 @@ func TestFencedQueuedWriterGivesUp(t *testing.T) {
 			}
 		}
 		// A later write of the group runs after any batch queued before it.
-		if err := wait(t, e.write(e.ctx, "later")); err != nil {
-			t.Fatal(err)
-		}
+		e.writeLater()
 		if e.staged("gone") {
 			t.Fatal("the write of a caller that gave up while queued was sent")
 		}
@@ -171,13 +196,8 @@ func TestFencedInFlightWriterGivesUp(t *testing.T) {
 				stays := e.write(e.ctx, "stays")
 				e.waitQueued(2)
 				batch := e.holdNext(when.when, pt)
-				pt.Release()
-				if err := wait(t, first); err != nil {
-					t.Fatal(err)
-				}
-				batch.Wait(t, holdTimeout)
-				cancel()
-				batch.Release()
+				e.release(pt, first)
+				e.giveUpAt(batch, cancel)
 				if err := wait(t, gone); err != nil {
 					t.Fatalf("a writer whose batch was in flight when it gave up: %v, want the batch's outcome", err)
 				}
@@ -202,17 +222,10 @@ func TestFencedInFlightAllGiveUp(t *testing.T) {
 		gone := e.write(ctx, "gone")
 		e.waitQueued(1)
 		batch := e.holdNext(kvtest.Before, pt)
-		pt.Release()
-		if err := wait(t, first); err != nil {
-			t.Fatal(err)
-		}
-		batch.Wait(t, holdTimeout)
-		cancel()
-		batch.Release()
+		e.release(pt, first)
+		e.giveUpAt(batch, cancel)
 		err := wait(t, gone)
-		if err := wait(t, e.write(e.ctx, "later")); err != nil {
-			t.Fatal(err)
-		}
+		e.writeLater()
 		switch staged := e.staged("gone"); {
 		case err == nil && !staged:
 			t.Fatal("acknowledged, not staged")
@@ -231,15 +244,11 @@ func TestFencedLoneWriterGivesUp(t *testing.T) {
 		pt := e.ps.Pause(kvtest.Before, func(op kvtest.Op) bool { return op.Name == "set_and_read" })
 		ctx, cancel := context.WithCancel(e.ctx)
 		done := e.write(ctx, "lone")
-		pt.Wait(t, holdTimeout)
-		cancel()
-		pt.Release()
+		e.giveUpAt(pt, cancel)
 		if err := wait(t, done); !errors.Is(err, context.Canceled) {
 			t.Fatalf("lone writer that gave up: %v", err)
 		}
-		if err := wait(t, e.write(e.ctx, "later")); err != nil {
-			t.Fatal(err)
-		}
+		e.writeLater()
 		if e.staged("lone") {
 			t.Fatal("the write of a caller that gave up before it was sent landed")
 		}
@@ -285,13 +294,8 @@ func TestFencedBatchRefusedGoesAlone(t *testing.T) {
 		// The shared request is refused; hold the first write sent alone
 		// and give up meanwhile: the refused request applied nothing.
 		alone := e.holdNext(kvtest.Before, pt)
-		pt.Release()
-		if err := wait(t, first); err != nil {
-			t.Fatal(err)
-		}
-		alone.Wait(t, holdTimeout)
-		cancel()
-		alone.Release()
+		e.release(pt, first)
+		e.giveUpAt(alone, cancel)
 		for _, done := range dones {
 			if err := wait(t, done); err != nil {
 				t.Fatalf("a write that fits alone, after its batch was refused: %v", err)
@@ -356,10 +360,7 @@ func TestFencedBatchBytes(t *testing.T) {
 		// Larger than the limit on its own.
 		set("huge", small("huge", 2*limit))
 		e.waitQueued(4)
-		pt.Release()
-		if err := wait(t, first); err != nil {
-			t.Fatal(err)
-		}
+		e.release(pt, first)
 		for _, done := range dones {
 			if err := wait(t, done); err != nil {
 				t.Fatal(err)

@@ -1,6 +1,9 @@
-// Package kvtest holds the one conformance suite every kv.Store passes (Run)
-// and a fault-injecting Store wrapper (FaultStore) for crash-safety tests.
-// It is imported only by tests.
+// Package kvtest holds the one conformance suite every kv.Store passes (Run),
+// a fault-injecting Store wrapper (FaultStore) for crash-safety tests, and
+// the pieces of deterministic interleaving tests: PauseStore holds a chosen
+// operation, Interleave runs an operation against it in each Mode, and
+// LateAckStore makes a write applied after its caller gave up answer as it
+// would over the wire. It is imported only by tests.
 package kvtest
 
 import (

@@ -1,17 +1,12 @@
 package cli_test
 
 import (
-	"context"
 	"net"
 	"strings"
 	"testing"
 
-	"google.golang.org/protobuf/proto"
-
 	"graveler/cmd/gravelerctl/cli"
 	"graveler/graveler/gravelertest"
-	"graveler/graveler/ref/refpb"
-	"graveler/keys"
 	"graveler/kv"
 	"graveler/server"
 )
@@ -35,22 +30,7 @@ func TestRepositoryDeletingExitCode(t *testing.T) {
 	c.ok("repo", "create", "going")
 	c.ok("put", "going", "main", "k", "--data", "v1")
 	// A delete that stopped after its first step: the record marked deleting.
-	ctx := context.Background()
-	data, _, err := store.Get(ctx, keys.Graveler(), keys.Repository("going"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rec refpb.Repository
-	if err := proto.Unmarshal(data, &rec); err != nil {
-		t.Fatal(err)
-	}
-	rec.State = refpb.RepositoryState_REPOSITORY_STATE_DELETING
-	if data, err = proto.Marshal(&rec); err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Set(ctx, keys.Graveler(), keys.Repository("going"), data); err != nil {
-		t.Fatal(err)
-	}
+	gravelertest.MarkDeleting(t, store, "going")
 
 	for _, args := range [][]string{{"repo", "get", "going"}, {"put", "going", "main", "k", "--data", "v2"}, {"get", "going", "main", "k"}} {
 		if errOut := c.fails(cli.ExitFailedPrecondition, args...); !strings.Contains(errOut, "REPOSITORY_DELETING") {
