@@ -6,6 +6,8 @@ package etcdkvtest
 
 import (
 	"context"
+	"errors"
+	"syscall"
 	"testing"
 	"time"
 
@@ -24,7 +26,18 @@ type Server struct {
 // NewServer starts an embedded etcd (fast ticks, no fsync) in t.TempDir().
 func NewServer(t testing.TB) *Server {
 	t.Helper()
-	srv, err := embedded.Start(embedded.Config{Dir: t.TempDir(), UnsafeNoFsync: true, Fast: true, AutoCompactionRetention: -1})
+	var srv *embedded.Server
+	var err error
+	// The free ports embedded.Start picks are released before etcd binds
+	// them, so parallel tests (and other processes) occasionally take one
+	// first: that start fails with EADDRINUSE and is tried again on fresh
+	// ports and a fresh directory.
+	for attempt := 0; ; attempt++ {
+		srv, err = embedded.Start(embedded.Config{Dir: t.TempDir(), UnsafeNoFsync: true, Fast: true, AutoCompactionRetention: -1})
+		if err == nil || !errors.Is(err, syscall.EADDRINUSE) || attempt >= 4 {
+			break
+		}
+	}
 	if err != nil {
 		t.Fatalf("etcdkvtest: %v", err)
 	}
