@@ -188,28 +188,17 @@ func (s *MemoryStore) GetMany(ctx context.Context, reads []KeyRef) ([]Entry, err
 }
 
 func (s *MemoryStore) Delete(ctx context.Context, partition, key []byte) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if err := s.limits.CheckKey(partition, key); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return ErrClosed
-	}
-	if t := s.partitions[string(partition)]; t != nil {
-		// Store.Delete itself: unconditional by contract (under s.mu).
-		t.Delete(memItem{key: key})
-		if t.Len() == 0 {
-			delete(s.partitions, string(partition))
-		}
-	}
-	return nil
+	// Store.Delete itself: unconditional by contract.
+	return s.remove(ctx, partition, key, nil)
 }
 
 func (s *MemoryStore) DeleteIf(ctx context.Context, partition, key []byte, pred Predicate) error {
+	return s.remove(ctx, partition, key, &pred)
+}
+
+// remove deletes key, only at version *pred when pred is not nil, as
+// write sets it.
+func (s *MemoryStore) remove(ctx context.Context, partition, key []byte, pred *Predicate) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -222,22 +211,22 @@ func (s *MemoryStore) DeleteIf(ctx context.Context, partition, key []byte, pred 
 		return ErrClosed
 	}
 	t := s.partitions[string(partition)]
-	var cur int64
-	if t != nil {
-		if it, ok := t.Get(memItem{key: key}); ok {
-			cur = it.version
+	if pred != nil {
+		var cur int64
+		if t != nil {
+			if it, ok := t.Get(memItem{key: key}); ok {
+				cur = it.version
+			}
+		}
+		if cur != pred.version {
+			return fmt.Errorf("%w: delete %q in partition %q: it is %v, expected %v", ErrPredicateFailed, key, partition, NewPredicate(cur), *pred)
 		}
 	}
-	if cur != pred.version {
-		return fmt.Errorf("%w: delete %q in partition %q: it is %v, expected %v", ErrPredicateFailed, key, partition, NewPredicate(cur), pred)
-	}
-	if cur == 0 {
-		return nil
-	}
-	// Conditional: the version check above ran under the same lock.
-	t.Delete(memItem{key: key})
-	if t.Len() == 0 {
-		delete(s.partitions, string(partition))
+	if t != nil {
+		t.Delete(memItem{key: key})
+		if t.Len() == 0 {
+			delete(s.partitions, string(partition))
+		}
 	}
 	return nil
 }
