@@ -98,6 +98,7 @@
 // overwritten. After the member resumes, every key must still read the
 // newer value: the abandoned first attempt must not apply late.
 //
-// The package has no non-test code but ./etcdproc (built with the chaos
-// tag); without the tag it compiles to this comment.
+// The package has no non-test code; without the tag it compiles to this
+// comment. ./etcdproc, the etcd main the tests build, builds with or
+// without it, so that `go vet ./...` and `go build ./...` check it too.
 package chaos
