@@ -1,5 +1,5 @@
 // Package cleaner reclaims what repository deletes, branch deletes and
-// commits leave behind on the kv store (DESIGN.md "Cleaner", seed 003):
+// commits leave behind on the kv store (docs/architecture.md, "Cleaner"):
 //
 //  1. Records: a repository record that no longer counts (deleting, or
 //     initial past the creation timeout) is retired through ref, which queues

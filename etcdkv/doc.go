@@ -1,6 +1,6 @@
 // Package etcdkv implements kv.Store on etcd (go.etcd.io/etcd/client/v3).
 //
-// Mapping (DESIGN.md, "kv.Store"): a partition is the key prefix
+// Mapping (docs/architecture.md, "kv.Store"): a partition is the key prefix
 // <root>/<element>/ under a configurable root (default /graveler), where
 // the element is the partition's name with every '/' written as ':'
 // (PartitionElement): no partition name holds a ':', and an element holds

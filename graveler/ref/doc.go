@@ -3,7 +3,7 @@
 // branches, tags and commit records (partition repo/<repo>-<unique id>).
 // Manager implements graveler.RefManager.
 //
-// Repository lifecycle (DESIGN.md, seed 003 step 2). A repository is created
+// Repository lifecycle (docs/architecture.md). A repository is created
 // as initial, then gets its initial commit and default branch, then becomes
 // active; each step is one kv operation, so a crash leaves either an active
 // repository or an initial record that expires after

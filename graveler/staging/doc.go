@@ -1,7 +1,7 @@
 // Package staging stores graveler's uncommitted ("staged") entries on a
 // kv.Store. Manager implements graveler.StagingManager.
 //
-// Layout (DESIGN.md, "Key schema"): each staging token owns one partition,
+// Layout (docs/key-layout.md): each staging token owns one partition,
 // staging/<token>, and nothing else writes there. An entry lives at
 // key/<entry key> inside it, with the entry key's raw bytes after the
 // prefix, so the store's byte order is the entries' order and List needs
