@@ -181,8 +181,8 @@ func (m *Manager) claimName(ctx context.Context, id graveler.RepositoryID, rec *
 	}
 }
 
-// CreateRepository creates a repository in the order docs/architecture.md gives, each
-// step one kv operation that is safe to crash after:
+// CreateRepository creates a repository in the order docs/architecture.md
+// gives, each step one kv operation that is safe to crash after:
 //
 //  1. SetIf the record as initial (absent, or replacing a dead incarnation);
 //  2. Set the initial commit in the new partition;
