@@ -652,10 +652,18 @@ func (s *Store) setIf(ctx context.Context, partition, key, value []byte, pred kv
 	// Read before sending: whatever this attempt does happens at a later
 	// revision.
 	sentAfter := s.maxRev.Load()
+	return s.casWrite(ctx, what, k, pred, clientv3.OpPut(k, string(value)), failed, func(firstErr error) error {
+		return s.settleSetIf(ctx, k, value, pred, sentAfter, what, firstErr, failed)
+	})
+}
+
+// casWrite sends op guarded by pred. When its outcome is unknown, settle
+// decides it before the caller is answered.
+func (s *Store) casWrite(ctx context.Context, what, k string, pred kv.Predicate, op clientv3.Op, failed func() error, settle func(firstErr error) error) error {
 	var resp *clientv3.TxnResponse
 	err := s.write(ctx, func(c context.Context) error {
 		var err error
-		resp, err = s.cli.Txn(c).If(s.guard(k, pred)).Then(clientv3.OpPut(k, string(value))).Commit()
+		resp, err = s.cli.Txn(c).If(s.guard(k, pred)).Then(op).Commit()
 		return err
 	})
 	if err == nil {
@@ -668,7 +676,27 @@ func (s *Store) setIf(ctx context.Context, partition, key, value []byte, pred kv
 	if !maybeApplied(ctx, err) {
 		return writeErr(ctx, what, err)
 	}
-	return s.settleSetIf(ctx, k, value, pred, sentAfter, what, err, failed)
+	return settle(err)
+}
+
+// settleCAS settles a guarded op whose first attempt failed with firstErr
+// after it may have been applied: it re-sends the same guarded op, reading
+// the key when the guard fails. Success means the first attempt had not
+// applied and this one did; a failed guard means the key moved on, and
+// decide tells from the key's history (cur is the key as read, nil when
+// missing) whether it was our first attempt that moved it.
+func (s *Store) settleCAS(ctx context.Context, what, k string, pred kv.Predicate, op clientv3.Op, firstErr error, failed func() error, decide func(c context.Context, cur *mvccpb.KeyValue) (verdict, error)) error {
+	return s.settleGuarded(ctx, what, firstErr, failed, func(c context.Context) (verdict, error) {
+		resp, err := s.cli.Txn(c).If(s.guard(k, pred)).Then(op).Else(clientv3.OpGet(k)).Commit()
+		if err != nil {
+			return undecided, err
+		}
+		s.saw(resp.Header)
+		if resp.Succeeded {
+			return applied, nil
+		}
+		return decide(c, elseKV(resp))
+	})
 }
 
 // settleSetIf decides the outcome of a SetIf whose first attempt failed
@@ -691,18 +719,7 @@ func (s *Store) setIf(ctx context.Context, partition, key, value []byte, pred kv
 // needed is compacted the outcome is unknowable: kv.ErrAmbiguous, never a
 // guess.
 func (s *Store) settleSetIf(ctx context.Context, k string, value []byte, pred kv.Predicate, sentAfter int64, what string, firstErr error, failed func() error) error {
-	return s.settleGuarded(ctx, what, firstErr, failed, func(c context.Context) (verdict, error) {
-		resp, err := s.cli.Txn(c).If(s.guard(k, pred)).
-			Then(clientv3.OpPut(k, string(value))).
-			Else(clientv3.OpGet(k)).Commit()
-		if err != nil {
-			return undecided, err
-		}
-		s.saw(resp.Header)
-		if resp.Succeeded {
-			return applied, nil
-		}
-		cur := elseKV(resp)
+	return s.settleCAS(ctx, what, k, pred, clientv3.OpPut(k, string(value)), firstErr, failed, func(c context.Context, cur *mvccpb.KeyValue) (verdict, error) {
 		if pred.IsAbsent() {
 			return s.createdSince(c, k, value, sentAfter, cur)
 		}
@@ -791,23 +808,9 @@ func (s *Store) deleteIf(ctx context.Context, partition, key []byte, pred kv.Pre
 		}
 		return nil
 	}
-	var resp *clientv3.TxnResponse
-	err := s.write(ctx, func(c context.Context) error {
-		var err error
-		resp, err = s.cli.Txn(c).If(s.guard(k, pred)).Then(clientv3.OpDelete(k)).Commit()
-		return err
+	return s.casWrite(ctx, what, k, pred, clientv3.OpDelete(k), failed, func(firstErr error) error {
+		return s.settleDeleteIf(ctx, k, pred, what, firstErr, failed)
 	})
-	if err == nil {
-		s.saw(resp.Header)
-		if !resp.Succeeded {
-			return failed()
-		}
-		return nil
-	}
-	if !maybeApplied(ctx, err) {
-		return writeErr(ctx, what, err)
-	}
-	return s.settleDeleteIf(ctx, k, pred, what, err, failed)
 }
 
 // settleDeleteIf decides the outcome of a DeleteIf whose first attempt
@@ -817,18 +820,8 @@ func (s *Store) deleteIf(ctx context.Context, partition, key []byte, pred kv.Pre
 // deleter, and the caller's intent holds: applied. A put ended it, so our
 // delete, which needed the key at pred, never applied: ErrPredicateFailed.
 func (s *Store) settleDeleteIf(ctx context.Context, k string, pred kv.Predicate, what string, firstErr error, failed func() error) error {
-	return s.settleGuarded(ctx, what, firstErr, failed, func(c context.Context) (verdict, error) {
-		resp, err := s.cli.Txn(c).If(s.guard(k, pred)).
-			Then(clientv3.OpDelete(k)).
-			Else(clientv3.OpGet(k)).Commit()
-		if err != nil {
-			return undecided, err
-		}
-		s.saw(resp.Header)
-		if resp.Succeeded {
-			return applied, nil
-		}
-		ev, err := s.firstChangeAfter(c, k, pred.Version(), elseKV(resp))
+	return s.settleCAS(ctx, what, k, pred, clientv3.OpDelete(k), firstErr, failed, func(c context.Context, cur *mvccpb.KeyValue) (verdict, error) {
+		ev, err := s.firstChangeAfter(c, k, pred.Version(), cur)
 		if err != nil || ev == nil {
 			return notApplied, err
 		}
