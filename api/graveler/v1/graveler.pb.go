@@ -194,6 +194,233 @@ func (ResetScope) EnumDescriptor() ([]byte, []int) {
 	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{2}
 }
 
+// Kind says what a message carries.
+type WatchRefsResponse_Kind int32
+
+const (
+	// KIND_UNSPECIFIED is never sent.
+	WatchRefsResponse_KIND_UNSPECIFIED WatchRefsResponse_Kind = 0
+	// CHANGES: every ref change made at revision, for the request's scope.
+	WatchRefsResponse_KIND_CHANGES WatchRefsResponse_Kind = 1
+	// INITIAL: a page of the refs that exist at revision (send_initial_state).
+	WatchRefsResponse_KIND_INITIAL WatchRefsResponse_Kind = 2
+	// INITIAL_END: the initial state at revision is complete.
+	WatchRefsResponse_KIND_INITIAL_END WatchRefsResponse_Kind = 3
+	// BOOKMARK: nothing changed up to revision.
+	WatchRefsResponse_KIND_BOOKMARK WatchRefsResponse_Kind = 4
+)
+
+// Enum value maps for WatchRefsResponse_Kind.
+var (
+	WatchRefsResponse_Kind_name = map[int32]string{
+		0: "KIND_UNSPECIFIED",
+		1: "KIND_CHANGES",
+		2: "KIND_INITIAL",
+		3: "KIND_INITIAL_END",
+		4: "KIND_BOOKMARK",
+	}
+	WatchRefsResponse_Kind_value = map[string]int32{
+		"KIND_UNSPECIFIED": 0,
+		"KIND_CHANGES":     1,
+		"KIND_INITIAL":     2,
+		"KIND_INITIAL_END": 3,
+		"KIND_BOOKMARK":    4,
+	}
+)
+
+func (x WatchRefsResponse_Kind) Enum() *WatchRefsResponse_Kind {
+	p := new(WatchRefsResponse_Kind)
+	*p = x
+	return p
+}
+
+func (x WatchRefsResponse_Kind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (WatchRefsResponse_Kind) Descriptor() protoreflect.EnumDescriptor {
+	return file_graveler_v1_graveler_proto_enumTypes[3].Descriptor()
+}
+
+func (WatchRefsResponse_Kind) Type() protoreflect.EnumType {
+	return &file_graveler_v1_graveler_proto_enumTypes[3]
+}
+
+func (x WatchRefsResponse_Kind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use WatchRefsResponse_Kind.Descriptor instead.
+func (WatchRefsResponse_Kind) EnumDescriptor() ([]byte, []int) {
+	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{79, 0}
+}
+
+// Type is what happened.
+type RefEvent_Type int32
+
+const (
+	// TYPE_UNSPECIFIED is never sent.
+	RefEvent_TYPE_UNSPECIFIED RefEvent_Type = 0
+	// REPOSITORY_CREATED: a repository became usable; repository_info and,
+	// unless it is bare, its default branch's head (commit_id) are set.
+	RefEvent_TYPE_REPOSITORY_CREATED RefEvent_Type = 1
+	// REPOSITORY_DELETED: a repository was deleted; its refs are gone and
+	// no event follows for them.
+	RefEvent_TYPE_REPOSITORY_DELETED RefEvent_Type = 2
+	// BRANCH_CREATED: a branch was created at commit_id.
+	RefEvent_TYPE_BRANCH_CREATED RefEvent_Type = 3
+	// BRANCH_MOVED: a branch moved from old_commit_id to commit_id, or
+	// its staged changes were all discarded (cause RESET, equal ids).
+	RefEvent_TYPE_BRANCH_MOVED RefEvent_Type = 4
+	// BRANCH_DELETED: a branch was deleted; old_commit_id was its head.
+	RefEvent_TYPE_BRANCH_DELETED RefEvent_Type = 5
+	// TAG_CREATED: a tag was created at commit_id.
+	RefEvent_TYPE_TAG_CREATED RefEvent_Type = 6
+	// TAG_DELETED: a tag was deleted; old_commit_id was its commit.
+	RefEvent_TYPE_TAG_DELETED RefEvent_Type = 7
+	// REPOSITORY_EXISTS, BRANCH_EXISTS, TAG_EXISTS: an initial state's refs.
+	RefEvent_TYPE_REPOSITORY_EXISTS RefEvent_Type = 8
+	// BRANCH_EXISTS: a branch of the initial state, at commit_id.
+	RefEvent_TYPE_BRANCH_EXISTS RefEvent_Type = 9
+	// TAG_EXISTS: a tag of the initial state, at commit_id.
+	RefEvent_TYPE_TAG_EXISTS RefEvent_Type = 10
+)
+
+// Enum value maps for RefEvent_Type.
+var (
+	RefEvent_Type_name = map[int32]string{
+		0:  "TYPE_UNSPECIFIED",
+		1:  "TYPE_REPOSITORY_CREATED",
+		2:  "TYPE_REPOSITORY_DELETED",
+		3:  "TYPE_BRANCH_CREATED",
+		4:  "TYPE_BRANCH_MOVED",
+		5:  "TYPE_BRANCH_DELETED",
+		6:  "TYPE_TAG_CREATED",
+		7:  "TYPE_TAG_DELETED",
+		8:  "TYPE_REPOSITORY_EXISTS",
+		9:  "TYPE_BRANCH_EXISTS",
+		10: "TYPE_TAG_EXISTS",
+	}
+	RefEvent_Type_value = map[string]int32{
+		"TYPE_UNSPECIFIED":        0,
+		"TYPE_REPOSITORY_CREATED": 1,
+		"TYPE_REPOSITORY_DELETED": 2,
+		"TYPE_BRANCH_CREATED":     3,
+		"TYPE_BRANCH_MOVED":       4,
+		"TYPE_BRANCH_DELETED":     5,
+		"TYPE_TAG_CREATED":        6,
+		"TYPE_TAG_DELETED":        7,
+		"TYPE_REPOSITORY_EXISTS":  8,
+		"TYPE_BRANCH_EXISTS":      9,
+		"TYPE_TAG_EXISTS":         10,
+	}
+)
+
+func (x RefEvent_Type) Enum() *RefEvent_Type {
+	p := new(RefEvent_Type)
+	*p = x
+	return p
+}
+
+func (x RefEvent_Type) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RefEvent_Type) Descriptor() protoreflect.EnumDescriptor {
+	return file_graveler_v1_graveler_proto_enumTypes[4].Descriptor()
+}
+
+func (RefEvent_Type) Type() protoreflect.EnumType {
+	return &file_graveler_v1_graveler_proto_enumTypes[4]
+}
+
+func (x RefEvent_Type) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RefEvent_Type.Descriptor instead.
+func (RefEvent_Type) EnumDescriptor() ([]byte, []int) {
+	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{80, 0}
+}
+
+// Cause is what moved or created a branch.
+type RefEvent_Cause int32
+
+const (
+	// CAUSE_UNSPECIFIED: not a branch change, or written by a server that
+	// did not record the cause.
+	RefEvent_CAUSE_UNSPECIFIED RefEvent_Cause = 0
+	// CREATE: CreateBranch (or a repository's creation).
+	RefEvent_CAUSE_CREATE RefEvent_Cause = 1
+	// COMMIT: Commit.
+	RefEvent_CAUSE_COMMIT RefEvent_Cause = 2
+	// MERGE: Merge (a merge commit or a fast-forward).
+	RefEvent_CAUSE_MERGE RefEvent_Cause = 3
+	// REVERT: Revert.
+	RefEvent_CAUSE_REVERT RefEvent_Cause = 4
+	// CHERRY_PICK: CherryPick.
+	RefEvent_CAUSE_CHERRY_PICK RefEvent_Cause = 5
+	// RESET: Reset of all staged changes.
+	RefEvent_CAUSE_RESET RefEvent_Cause = 6
+	// RESET_HARD: ResetHard.
+	RefEvent_CAUSE_RESET_HARD RefEvent_Cause = 7
+	// RESTORE: RestoreRefs.
+	RefEvent_CAUSE_RESTORE RefEvent_Cause = 8
+)
+
+// Enum value maps for RefEvent_Cause.
+var (
+	RefEvent_Cause_name = map[int32]string{
+		0: "CAUSE_UNSPECIFIED",
+		1: "CAUSE_CREATE",
+		2: "CAUSE_COMMIT",
+		3: "CAUSE_MERGE",
+		4: "CAUSE_REVERT",
+		5: "CAUSE_CHERRY_PICK",
+		6: "CAUSE_RESET",
+		7: "CAUSE_RESET_HARD",
+		8: "CAUSE_RESTORE",
+	}
+	RefEvent_Cause_value = map[string]int32{
+		"CAUSE_UNSPECIFIED": 0,
+		"CAUSE_CREATE":      1,
+		"CAUSE_COMMIT":      2,
+		"CAUSE_MERGE":       3,
+		"CAUSE_REVERT":      4,
+		"CAUSE_CHERRY_PICK": 5,
+		"CAUSE_RESET":       6,
+		"CAUSE_RESET_HARD":  7,
+		"CAUSE_RESTORE":     8,
+	}
+)
+
+func (x RefEvent_Cause) Enum() *RefEvent_Cause {
+	p := new(RefEvent_Cause)
+	*p = x
+	return p
+}
+
+func (x RefEvent_Cause) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RefEvent_Cause) Descriptor() protoreflect.EnumDescriptor {
+	return file_graveler_v1_graveler_proto_enumTypes[5].Descriptor()
+}
+
+func (RefEvent_Cause) Type() protoreflect.EnumType {
+	return &file_graveler_v1_graveler_proto_enumTypes[5]
+}
+
+func (x RefEvent_Cause) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RefEvent_Cause.Descriptor instead.
+func (RefEvent_Cause) EnumDescriptor() ([]byte, []int) {
+	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{80, 1}
+}
+
 // Repository is a named collection of branches, tags and commits.
 type Repository struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1007,7 +1234,11 @@ func (x *CreateRepositoryRequest) GetBare() bool {
 type CreateRepositoryResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// repository is the created repository.
-	Repository    *Repository `protobuf:"bytes,1,opt,name=repository,proto3" json:"repository,omitempty"`
+	Repository *Repository `protobuf:"bytes,1,opt,name=repository,proto3" json:"repository,omitempty"`
+	// revision is the etcd revision at which the change took effect: the
+	// revision of its WatchRefs event. WatchRefs with start_revision set to it
+	// delivers every later change and not this one.
+	Revision      int64 `protobuf:"varint,2,opt,name=revision,proto3" json:"revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1047,6 +1278,13 @@ func (x *CreateRepositoryResponse) GetRepository() *Repository {
 		return x.Repository
 	}
 	return nil
+}
+
+func (x *CreateRepositoryResponse) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
 }
 
 // GetRepositoryRequest is the request of GetRepository.
@@ -1299,7 +1537,11 @@ func (x *DeleteRepositoryRequest) GetName() string {
 
 // DeleteRepositoryResponse is the response of DeleteRepository.
 type DeleteRepositoryResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// revision is the etcd revision at which the change took effect: the
+	// revision of its WatchRefs event. WatchRefs with start_revision set to it
+	// delivers every later change and not this one.
+	Revision      int64 `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1332,6 +1574,13 @@ func (x *DeleteRepositoryResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use DeleteRepositoryResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRepositoryResponse) Descriptor() ([]byte, []int) {
 	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *DeleteRepositoryResponse) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
 }
 
 // CreateBranchRequest is the request of CreateBranch.
@@ -1402,7 +1651,11 @@ func (x *CreateBranchRequest) GetSourceRef() string {
 type CreateBranchResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// branch is the created branch.
-	Branch        *Branch `protobuf:"bytes,1,opt,name=branch,proto3" json:"branch,omitempty"`
+	Branch *Branch `protobuf:"bytes,1,opt,name=branch,proto3" json:"branch,omitempty"`
+	// revision is the etcd revision at which the change took effect: the
+	// revision of its WatchRefs event. WatchRefs with start_revision set to it
+	// delivers every later change and not this one.
+	Revision      int64 `protobuf:"varint,2,opt,name=revision,proto3" json:"revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1442,6 +1695,13 @@ func (x *CreateBranchResponse) GetBranch() *Branch {
 		return x.Branch
 	}
 	return nil
+}
+
+func (x *CreateBranchResponse) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
 }
 
 // GetBranchRequest is the request of GetBranch.
@@ -1703,7 +1963,11 @@ func (x *DeleteBranchRequest) GetName() string {
 
 // DeleteBranchResponse is the response of DeleteBranch.
 type DeleteBranchResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// revision is the etcd revision at which the change took effect: the
+	// revision of its WatchRefs event. WatchRefs with start_revision set to it
+	// delivers every later change and not this one.
+	Revision      int64 `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1736,6 +2000,13 @@ func (x *DeleteBranchResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use DeleteBranchResponse.ProtoReflect.Descriptor instead.
 func (*DeleteBranchResponse) Descriptor() ([]byte, []int) {
 	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *DeleteBranchResponse) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
 }
 
 // ResetHardRequest is the request of ResetHard.
@@ -1816,7 +2087,11 @@ func (x *ResetHardRequest) GetForce() bool {
 type ResetHardResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// branch is the branch after the move.
-	Branch        *Branch `protobuf:"bytes,1,opt,name=branch,proto3" json:"branch,omitempty"`
+	Branch *Branch `protobuf:"bytes,1,opt,name=branch,proto3" json:"branch,omitempty"`
+	// revision is the etcd revision at which the change took effect: the
+	// revision of its WatchRefs event. WatchRefs with start_revision set to it
+	// delivers every later change and not this one.
+	Revision      int64 `protobuf:"varint,2,opt,name=revision,proto3" json:"revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1856,6 +2131,13 @@ func (x *ResetHardResponse) GetBranch() *Branch {
 		return x.Branch
 	}
 	return nil
+}
+
+func (x *ResetHardResponse) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
 }
 
 // ResetRequest is the request of Reset.
@@ -1924,7 +2206,11 @@ func (x *ResetRequest) GetKey() []byte {
 
 // ResetResponse is the response of Reset.
 type ResetResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// revision is the etcd revision at which the change took effect: the
+	// revision of its WatchRefs event. WatchRefs with start_revision set to it
+	// delivers every later change and not this one.
+	Revision      int64 `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1957,6 +2243,13 @@ func (x *ResetResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use ResetResponse.ProtoReflect.Descriptor instead.
 func (*ResetResponse) Descriptor() ([]byte, []int) {
 	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ResetResponse) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
 }
 
 // CreateTagRequest is the request of CreateTag.
@@ -2027,7 +2320,11 @@ func (x *CreateTagRequest) GetRef() string {
 type CreateTagResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// tag is the created tag.
-	Tag           *Tag `protobuf:"bytes,1,opt,name=tag,proto3" json:"tag,omitempty"`
+	Tag *Tag `protobuf:"bytes,1,opt,name=tag,proto3" json:"tag,omitempty"`
+	// revision is the etcd revision at which the change took effect: the
+	// revision of its WatchRefs event. WatchRefs with start_revision set to it
+	// delivers every later change and not this one.
+	Revision      int64 `protobuf:"varint,2,opt,name=revision,proto3" json:"revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2067,6 +2364,13 @@ func (x *CreateTagResponse) GetTag() *Tag {
 		return x.Tag
 	}
 	return nil
+}
+
+func (x *CreateTagResponse) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
 }
 
 // GetTagRequest is the request of GetTag.
@@ -2328,7 +2632,11 @@ func (x *DeleteTagRequest) GetName() string {
 
 // DeleteTagResponse is the response of DeleteTag.
 type DeleteTagResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// revision is the etcd revision at which the change took effect: the
+	// revision of its WatchRefs event. WatchRefs with start_revision set to it
+	// delivers every later change and not this one.
+	Revision      int64 `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2361,6 +2669,13 @@ func (x *DeleteTagResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use DeleteTagResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTagResponse) Descriptor() ([]byte, []int) {
 	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *DeleteTagResponse) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
 }
 
 // GetCommitRequest is the request of GetCommit.
@@ -3560,7 +3875,11 @@ func (x *CommitRequest) GetOptions() *CommitOptions {
 type CommitResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// commit is the new commit.
-	Commit        *Commit `protobuf:"bytes,1,opt,name=commit,proto3" json:"commit,omitempty"`
+	Commit *Commit `protobuf:"bytes,1,opt,name=commit,proto3" json:"commit,omitempty"`
+	// revision is the etcd revision at which the change took effect: the
+	// revision of its WatchRefs event. WatchRefs with start_revision set to it
+	// delivers every later change and not this one.
+	Revision      int64 `protobuf:"varint,2,opt,name=revision,proto3" json:"revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3600,6 +3919,13 @@ func (x *CommitResponse) GetCommit() *Commit {
 		return x.Commit
 	}
 	return nil
+}
+
+func (x *CommitResponse) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
 }
 
 // DiffRequest is the request of Diff.
@@ -4070,7 +4396,12 @@ type MergeRequest struct {
 	// options describe the merge commit.
 	Options *CommitOptions `protobuf:"bytes,3,opt,name=options,proto3" json:"options,omitempty"`
 	// strategy decides conflicts.
-	Strategy      MergeStrategy `protobuf:"varint,4,opt,name=strategy,proto3,enum=graveler.v1.MergeStrategy" json:"strategy,omitempty"`
+	Strategy MergeStrategy `protobuf:"varint,4,opt,name=strategy,proto3,enum=graveler.v1.MergeStrategy" json:"strategy,omitempty"`
+	// no_ff always makes a merge commit. Without it, a destination with no
+	// staged changes whose head is an ancestor of the source moves to the
+	// source's commit (a fast-forward, as git merges by default), and options
+	// are not used.
+	NoFf          bool `protobuf:"varint,5,opt,name=no_ff,json=noFf,proto3" json:"no_ff,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4133,11 +4464,26 @@ func (x *MergeRequest) GetStrategy() MergeStrategy {
 	return MergeStrategy_MERGE_STRATEGY_UNSPECIFIED
 }
 
+func (x *MergeRequest) GetNoFf() bool {
+	if x != nil {
+		return x.NoFf
+	}
+	return false
+}
+
 // MergeResponse is the response of Merge.
 type MergeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// commit is the merge commit.
-	Commit        *Commit `protobuf:"bytes,1,opt,name=commit,proto3" json:"commit,omitempty"`
+	// commit is the merge commit, or after a fast-forward the source's commit,
+	// the destination's new head.
+	Commit *Commit `protobuf:"bytes,1,opt,name=commit,proto3" json:"commit,omitempty"`
+	// revision is the etcd revision at which the change took effect: the
+	// revision of its WatchRefs event. WatchRefs with start_revision set to it
+	// delivers every later change and not this one.
+	Revision int64 `protobuf:"varint,2,opt,name=revision,proto3" json:"revision,omitempty"`
+	// fast_forward is true when the destination moved to the source's commit
+	// without a merge commit.
+	FastForward   bool `protobuf:"varint,3,opt,name=fast_forward,json=fastForward,proto3" json:"fast_forward,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4177,6 +4523,20 @@ func (x *MergeResponse) GetCommit() *Commit {
 		return x.Commit
 	}
 	return nil
+}
+
+func (x *MergeResponse) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *MergeResponse) GetFastForward() bool {
+	if x != nil {
+		return x.FastForward
+	}
+	return false
 }
 
 // RevertRequest is the request of Revert.
@@ -4257,7 +4617,11 @@ func (x *RevertRequest) GetOptions() *CommitOptions {
 type RevertResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// commit is the new commit.
-	Commit        *Commit `protobuf:"bytes,1,opt,name=commit,proto3" json:"commit,omitempty"`
+	Commit *Commit `protobuf:"bytes,1,opt,name=commit,proto3" json:"commit,omitempty"`
+	// revision is the etcd revision at which the change took effect: the
+	// revision of its WatchRefs event. WatchRefs with start_revision set to it
+	// delivers every later change and not this one.
+	Revision      int64 `protobuf:"varint,2,opt,name=revision,proto3" json:"revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4297,6 +4661,13 @@ func (x *RevertResponse) GetCommit() *Commit {
 		return x.Commit
 	}
 	return nil
+}
+
+func (x *RevertResponse) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
 }
 
 // CherryPickRequest is the request of CherryPick.
@@ -4377,7 +4748,11 @@ func (x *CherryPickRequest) GetOptions() *CommitOptions {
 type CherryPickResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// commit is the new commit.
-	Commit        *Commit `protobuf:"bytes,1,opt,name=commit,proto3" json:"commit,omitempty"`
+	Commit *Commit `protobuf:"bytes,1,opt,name=commit,proto3" json:"commit,omitempty"`
+	// revision is the etcd revision at which the change took effect: the
+	// revision of its WatchRefs event. WatchRefs with start_revision set to it
+	// delivers every later change and not this one.
+	Revision      int64 `protobuf:"varint,2,opt,name=revision,proto3" json:"revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4417,6 +4792,13 @@ func (x *CherryPickResponse) GetCommit() *Commit {
 		return x.Commit
 	}
 	return nil
+}
+
+func (x *CherryPickResponse) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
 }
 
 // DumpRefsRequest is the request of DumpRefs.
@@ -4571,7 +4953,11 @@ func (x *RestoreRefsRequest) GetRecords() []*RefsRecord {
 type RestoreRefsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// records counts the records restored.
-	Records       int64 `protobuf:"varint,1,opt,name=records,proto3" json:"records,omitempty"`
+	Records int64 `protobuf:"varint,1,opt,name=records,proto3" json:"records,omitempty"`
+	// revision is the etcd revision at which the change took effect: the
+	// revision of its WatchRefs event. WatchRefs with start_revision set to it
+	// delivers every later change and not this one.
+	Revision      int64 `protobuf:"varint,2,opt,name=revision,proto3" json:"revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4611,6 +4997,392 @@ func (x *RestoreRefsResponse) GetRecords() int64 {
 		return x.Records
 	}
 	return 0
+}
+
+func (x *RestoreRefsResponse) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+// WatchRefsRequest is the request of WatchRefs.
+type WatchRefsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// repository is "repositories/{repository}", or empty for every
+	// repository.
+	Repository string `protobuf:"bytes,1,opt,name=repository,proto3" json:"repository,omitempty"`
+	// start_revision: deliver the changes after this etcd revision (a
+	// resume_revision received earlier, or the revision of a mutation's
+	// response). 0 starts now, or with send_initial_state at the snapshot.
+	StartRevision int64 `protobuf:"varint,2,opt,name=start_revision,json=startRevision,proto3" json:"start_revision,omitempty"`
+	// send_initial_state first sends the refs that exist at one revision R
+	// as *_EXISTS events (messages of kind INITIAL), then a message of kind
+	// INITIAL_END with revision R, then the changes after R. It cannot be
+	// combined with start_revision.
+	SendInitialState bool `protobuf:"varint,3,opt,name=send_initial_state,json=sendInitialState,proto3" json:"send_initial_state,omitempty"`
+	// progress_interval_ms: with no changes, a BOOKMARK message with the
+	// current revision is sent at least this often. 0 takes the default
+	// (10 s); the minimum is 100 ms, the maximum 10 minutes.
+	ProgressIntervalMs int64 `protobuf:"varint,4,opt,name=progress_interval_ms,json=progressIntervalMs,proto3" json:"progress_interval_ms,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *WatchRefsRequest) Reset() {
+	*x = WatchRefsRequest{}
+	mi := &file_graveler_v1_graveler_proto_msgTypes[78]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchRefsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchRefsRequest) ProtoMessage() {}
+
+func (x *WatchRefsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_graveler_v1_graveler_proto_msgTypes[78]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchRefsRequest.ProtoReflect.Descriptor instead.
+func (*WatchRefsRequest) Descriptor() ([]byte, []int) {
+	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{78}
+}
+
+func (x *WatchRefsRequest) GetRepository() string {
+	if x != nil {
+		return x.Repository
+	}
+	return ""
+}
+
+func (x *WatchRefsRequest) GetStartRevision() int64 {
+	if x != nil {
+		return x.StartRevision
+	}
+	return 0
+}
+
+func (x *WatchRefsRequest) GetSendInitialState() bool {
+	if x != nil {
+		return x.SendInitialState
+	}
+	return false
+}
+
+func (x *WatchRefsRequest) GetProgressIntervalMs() int64 {
+	if x != nil {
+		return x.ProgressIntervalMs
+	}
+	return 0
+}
+
+// WatchRefsResponse is one message of WatchRefs.
+type WatchRefsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// kind says what this message carries.
+	Kind WatchRefsResponse_Kind `protobuf:"varint,1,opt,name=kind,proto3,enum=graveler.v1.WatchRefsResponse_Kind" json:"kind,omitempty"`
+	// revision is the etcd revision of the changes (CHANGES), of the
+	// snapshot (INITIAL, INITIAL_END), or up to which nothing changed
+	// (BOOKMARK).
+	Revision int64 `protobuf:"varint,2,opt,name=revision,proto3" json:"revision,omitempty"`
+	// events are the changes, or the existing refs of an INITIAL page.
+	Events []*RefEvent `protobuf:"bytes,3,rep,name=events,proto3" json:"events,omitempty"`
+	// resume_revision: pass it as start_revision to continue after this
+	// message with no gap and no duplicate. 0 in INITIAL pages, which cannot
+	// be resumed (start again with send_initial_state).
+	ResumeRevision int64 `protobuf:"varint,4,opt,name=resume_revision,json=resumeRevision,proto3" json:"resume_revision,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *WatchRefsResponse) Reset() {
+	*x = WatchRefsResponse{}
+	mi := &file_graveler_v1_graveler_proto_msgTypes[79]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchRefsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchRefsResponse) ProtoMessage() {}
+
+func (x *WatchRefsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_graveler_v1_graveler_proto_msgTypes[79]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchRefsResponse.ProtoReflect.Descriptor instead.
+func (*WatchRefsResponse) Descriptor() ([]byte, []int) {
+	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{79}
+}
+
+func (x *WatchRefsResponse) GetKind() WatchRefsResponse_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return WatchRefsResponse_KIND_UNSPECIFIED
+}
+
+func (x *WatchRefsResponse) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *WatchRefsResponse) GetEvents() []*RefEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *WatchRefsResponse) GetResumeRevision() int64 {
+	if x != nil {
+		return x.ResumeRevision
+	}
+	return 0
+}
+
+// RefEvent is one ref change, or one existing ref of an initial state.
+type RefEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// type is what happened.
+	Type RefEvent_Type `protobuf:"varint,1,opt,name=type,proto3,enum=graveler.v1.RefEvent_Type" json:"type,omitempty"`
+	// revision is the etcd revision of the change (of the snapshot for
+	// *_EXISTS).
+	Revision int64 `protobuf:"varint,2,opt,name=revision,proto3" json:"revision,omitempty"`
+	// repository is "repositories/{repository}".
+	Repository string `protobuf:"bytes,3,opt,name=repository,proto3" json:"repository,omitempty"`
+	// branch is "repositories/{repository}/branches/{branch}" for branch events.
+	Branch string `protobuf:"bytes,4,opt,name=branch,proto3" json:"branch,omitempty"`
+	// tag is "repositories/{repository}/tags/{tag}" for tag events.
+	Tag string `protobuf:"bytes,5,opt,name=tag,proto3" json:"tag,omitempty"`
+	// old_commit_id is the commit before the change (moves and deletions).
+	OldCommitId string `protobuf:"bytes,6,opt,name=old_commit_id,json=oldCommitId,proto3" json:"old_commit_id,omitempty"`
+	// commit_id is the commit after the change.
+	CommitId string `protobuf:"bytes,7,opt,name=commit_id,json=commitId,proto3" json:"commit_id,omitempty"`
+	// cause is what created or moved a branch.
+	Cause RefEvent_Cause `protobuf:"varint,8,opt,name=cause,proto3,enum=graveler.v1.RefEvent_Cause" json:"cause,omitempty"`
+	// commit is the new commit of a COMMIT, MERGE, REVERT or CHERRY_PICK
+	// move (its id, message, committer, parents and metadata).
+	Commit *Commit `protobuf:"bytes,9,opt,name=commit,proto3" json:"commit,omitempty"`
+	// repository_info describes a created or existing repository.
+	RepositoryInfo *Repository `protobuf:"bytes,10,opt,name=repository_info,json=repositoryInfo,proto3" json:"repository_info,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *RefEvent) Reset() {
+	*x = RefEvent{}
+	mi := &file_graveler_v1_graveler_proto_msgTypes[80]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RefEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RefEvent) ProtoMessage() {}
+
+func (x *RefEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_graveler_v1_graveler_proto_msgTypes[80]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RefEvent.ProtoReflect.Descriptor instead.
+func (*RefEvent) Descriptor() ([]byte, []int) {
+	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{80}
+}
+
+func (x *RefEvent) GetType() RefEvent_Type {
+	if x != nil {
+		return x.Type
+	}
+	return RefEvent_TYPE_UNSPECIFIED
+}
+
+func (x *RefEvent) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *RefEvent) GetRepository() string {
+	if x != nil {
+		return x.Repository
+	}
+	return ""
+}
+
+func (x *RefEvent) GetBranch() string {
+	if x != nil {
+		return x.Branch
+	}
+	return ""
+}
+
+func (x *RefEvent) GetTag() string {
+	if x != nil {
+		return x.Tag
+	}
+	return ""
+}
+
+func (x *RefEvent) GetOldCommitId() string {
+	if x != nil {
+		return x.OldCommitId
+	}
+	return ""
+}
+
+func (x *RefEvent) GetCommitId() string {
+	if x != nil {
+		return x.CommitId
+	}
+	return ""
+}
+
+func (x *RefEvent) GetCause() RefEvent_Cause {
+	if x != nil {
+		return x.Cause
+	}
+	return RefEvent_CAUSE_UNSPECIFIED
+}
+
+func (x *RefEvent) GetCommit() *Commit {
+	if x != nil {
+		return x.Commit
+	}
+	return nil
+}
+
+func (x *RefEvent) GetRepositoryInfo() *Repository {
+	if x != nil {
+		return x.RepositoryInfo
+	}
+	return nil
+}
+
+// GetServerVersionRequest is the request of GetServerVersion.
+type GetServerVersionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetServerVersionRequest) Reset() {
+	*x = GetServerVersionRequest{}
+	mi := &file_graveler_v1_graveler_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetServerVersionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetServerVersionRequest) ProtoMessage() {}
+
+func (x *GetServerVersionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_graveler_v1_graveler_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetServerVersionRequest.ProtoReflect.Descriptor instead.
+func (*GetServerVersionRequest) Descriptor() ([]byte, []int) {
+	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{81}
+}
+
+// GetServerVersionResponse is the response of GetServerVersion.
+type GetServerVersionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// version is the server's build version ("dev" when not set at build).
+	Version string `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	// go_version is the Go release the server was built with.
+	GoVersion     string `protobuf:"bytes,2,opt,name=go_version,json=goVersion,proto3" json:"go_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetServerVersionResponse) Reset() {
+	*x = GetServerVersionResponse{}
+	mi := &file_graveler_v1_graveler_proto_msgTypes[82]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetServerVersionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetServerVersionResponse) ProtoMessage() {}
+
+func (x *GetServerVersionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_graveler_v1_graveler_proto_msgTypes[82]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetServerVersionResponse.ProtoReflect.Descriptor instead.
+func (*GetServerVersionResponse) Descriptor() ([]byte, []int) {
+	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{82}
+}
+
+func (x *GetServerVersionResponse) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *GetServerVersionResponse) GetGoVersion() string {
+	if x != nil {
+		return x.GoVersion
+	}
+	return ""
 }
 
 var File_graveler_v1_graveler_proto protoreflect.FileDescriptor
@@ -4686,11 +5458,12 @@ const file_graveler_v1_graveler_proto_rawDesc = "" +
 	"\n" +
 	"repository\x18\x02 \x01(\v2\x17.graveler.v1.RepositoryR\n" +
 	"repository\x12\x12\n" +
-	"\x04bare\x18\x03 \x01(\bR\x04bare\"S\n" +
+	"\x04bare\x18\x03 \x01(\bR\x04bare\"o\n" +
 	"\x18CreateRepositoryResponse\x127\n" +
 	"\n" +
 	"repository\x18\x01 \x01(\v2\x17.graveler.v1.RepositoryR\n" +
-	"repository\"*\n" +
+	"repository\x12\x1a\n" +
+	"\brevision\x18\x02 \x01(\x03R\brevision\"*\n" +
 	"\x14GetRepositoryRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"P\n" +
 	"\x15GetRepositoryResponse\x127\n" +
@@ -4705,15 +5478,17 @@ const file_graveler_v1_graveler_proto_rawDesc = "" +
 	"\frepositories\x18\x01 \x03(\v2\x17.graveler.v1.RepositoryR\frepositories\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"-\n" +
 	"\x17DeleteRepositoryRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\x1a\n" +
-	"\x18DeleteRepositoryResponse\"i\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"6\n" +
+	"\x18DeleteRepositoryResponse\x12\x1a\n" +
+	"\brevision\x18\x01 \x01(\x03R\brevision\"i\n" +
 	"\x13CreateBranchRequest\x12\x16\n" +
 	"\x06parent\x18\x01 \x01(\tR\x06parent\x12\x1b\n" +
 	"\tbranch_id\x18\x02 \x01(\tR\bbranchId\x12\x1d\n" +
 	"\n" +
-	"source_ref\x18\x03 \x01(\tR\tsourceRef\"C\n" +
+	"source_ref\x18\x03 \x01(\tR\tsourceRef\"_\n" +
 	"\x14CreateBranchResponse\x12+\n" +
-	"\x06branch\x18\x01 \x01(\v2\x13.graveler.v1.BranchR\x06branch\"&\n" +
+	"\x06branch\x18\x01 \x01(\v2\x13.graveler.v1.BranchR\x06branch\x12\x1a\n" +
+	"\brevision\x18\x02 \x01(\x03R\brevision\"&\n" +
 	"\x10GetBranchRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"@\n" +
 	"\x11GetBranchResponse\x12+\n" +
@@ -4727,26 +5502,30 @@ const file_graveler_v1_graveler_proto_rawDesc = "" +
 	"\bbranches\x18\x01 \x03(\v2\x13.graveler.v1.BranchR\bbranches\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\")\n" +
 	"\x13DeleteBranchRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\x16\n" +
-	"\x14DeleteBranchResponse\"b\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"2\n" +
+	"\x14DeleteBranchResponse\x12\x1a\n" +
+	"\brevision\x18\x01 \x01(\x03R\brevision\"b\n" +
 	"\x10ResetHardRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03ref\x18\x02 \x01(\tR\x03ref\x12\x12\n" +
 	"\x04etag\x18\x03 \x01(\tR\x04etag\x12\x14\n" +
-	"\x05force\x18\x04 \x01(\bR\x05force\"@\n" +
+	"\x05force\x18\x04 \x01(\bR\x05force\"\\\n" +
 	"\x11ResetHardResponse\x12+\n" +
-	"\x06branch\x18\x01 \x01(\v2\x13.graveler.v1.BranchR\x06branch\"g\n" +
+	"\x06branch\x18\x01 \x01(\v2\x13.graveler.v1.BranchR\x06branch\x12\x1a\n" +
+	"\brevision\x18\x02 \x01(\x03R\brevision\"g\n" +
 	"\fResetRequest\x12\x16\n" +
 	"\x06branch\x18\x01 \x01(\tR\x06branch\x12-\n" +
 	"\x05scope\x18\x02 \x01(\x0e2\x17.graveler.v1.ResetScopeR\x05scope\x12\x10\n" +
-	"\x03key\x18\x03 \x01(\fR\x03key\"\x0f\n" +
-	"\rResetResponse\"S\n" +
+	"\x03key\x18\x03 \x01(\fR\x03key\"+\n" +
+	"\rResetResponse\x12\x1a\n" +
+	"\brevision\x18\x01 \x01(\x03R\brevision\"S\n" +
 	"\x10CreateTagRequest\x12\x16\n" +
 	"\x06parent\x18\x01 \x01(\tR\x06parent\x12\x15\n" +
 	"\x06tag_id\x18\x02 \x01(\tR\x05tagId\x12\x10\n" +
-	"\x03ref\x18\x03 \x01(\tR\x03ref\"7\n" +
+	"\x03ref\x18\x03 \x01(\tR\x03ref\"S\n" +
 	"\x11CreateTagResponse\x12\"\n" +
-	"\x03tag\x18\x01 \x01(\v2\x10.graveler.v1.TagR\x03tag\"#\n" +
+	"\x03tag\x18\x01 \x01(\v2\x10.graveler.v1.TagR\x03tag\x12\x1a\n" +
+	"\brevision\x18\x02 \x01(\x03R\brevision\"#\n" +
 	"\rGetTagRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"4\n" +
 	"\x0eGetTagResponse\x12\"\n" +
@@ -4760,8 +5539,9 @@ const file_graveler_v1_graveler_proto_rawDesc = "" +
 	"\x04tags\x18\x01 \x03(\v2\x10.graveler.v1.TagR\x04tags\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"&\n" +
 	"\x10DeleteTagRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\x13\n" +
-	"\x11DeleteTagResponse\"&\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"/\n" +
+	"\x11DeleteTagResponse\x12\x1a\n" +
+	"\brevision\x18\x01 \x01(\x03R\brevision\"&\n" +
 	"\x10GetCommitRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"@\n" +
 	"\x11GetCommitResponse\x12+\n" +
@@ -4842,9 +5622,10 @@ const file_graveler_v1_graveler_proto_rawDesc = "" +
 	"\aentries\x18\x01 \x03(\v2\x19.graveler.v1.EntryListingR\aentries\"]\n" +
 	"\rCommitRequest\x12\x16\n" +
 	"\x06branch\x18\x01 \x01(\tR\x06branch\x124\n" +
-	"\aoptions\x18\x02 \x01(\v2\x1a.graveler.v1.CommitOptionsR\aoptions\"=\n" +
+	"\aoptions\x18\x02 \x01(\v2\x1a.graveler.v1.CommitOptionsR\aoptions\"Y\n" +
 	"\x0eCommitResponse\x12+\n" +
-	"\x06commit\x18\x01 \x01(\v2\x13.graveler.v1.CommitR\x06commit\"\xa1\x01\n" +
+	"\x06commit\x18\x01 \x01(\v2\x13.graveler.v1.CommitR\x06commit\x12\x1a\n" +
+	"\brevision\x18\x02 \x01(\x03R\brevision\"\xa1\x01\n" +
 	"\vDiffRequest\x12\x1e\n" +
 	"\n" +
 	"repository\x18\x01 \x01(\tR\n" +
@@ -4876,29 +5657,34 @@ const file_graveler_v1_graveler_proto_rawDesc = "" +
 	"\x1cStreamDiffUncommittedRequest\x12\x16\n" +
 	"\x06branch\x18\x01 \x01(\tR\x06branch\"Z\n" +
 	"\x1dStreamDiffUncommittedResponse\x129\n" +
-	"\vdifferences\x18\x01 \x03(\v2\x17.graveler.v1.DifferenceR\vdifferences\"\xbd\x01\n" +
+	"\vdifferences\x18\x01 \x03(\v2\x17.graveler.v1.DifferenceR\vdifferences\"\xd2\x01\n" +
 	"\fMergeRequest\x12 \n" +
 	"\vdestination\x18\x01 \x01(\tR\vdestination\x12\x1d\n" +
 	"\n" +
 	"source_ref\x18\x02 \x01(\tR\tsourceRef\x124\n" +
 	"\aoptions\x18\x03 \x01(\v2\x1a.graveler.v1.CommitOptionsR\aoptions\x126\n" +
-	"\bstrategy\x18\x04 \x01(\x0e2\x1a.graveler.v1.MergeStrategyR\bstrategy\"<\n" +
+	"\bstrategy\x18\x04 \x01(\x0e2\x1a.graveler.v1.MergeStrategyR\bstrategy\x12\x13\n" +
+	"\x05no_ff\x18\x05 \x01(\bR\x04noFf\"{\n" +
 	"\rMergeResponse\x12+\n" +
-	"\x06commit\x18\x01 \x01(\v2\x13.graveler.v1.CommitR\x06commit\"\x94\x01\n" +
+	"\x06commit\x18\x01 \x01(\v2\x13.graveler.v1.CommitR\x06commit\x12\x1a\n" +
+	"\brevision\x18\x02 \x01(\x03R\brevision\x12!\n" +
+	"\ffast_forward\x18\x03 \x01(\bR\vfastForward\"\x94\x01\n" +
 	"\rRevertRequest\x12\x16\n" +
 	"\x06branch\x18\x01 \x01(\tR\x06branch\x12\x10\n" +
 	"\x03ref\x18\x02 \x01(\tR\x03ref\x12#\n" +
 	"\rparent_number\x18\x03 \x01(\x05R\fparentNumber\x124\n" +
-	"\aoptions\x18\x04 \x01(\v2\x1a.graveler.v1.CommitOptionsR\aoptions\"=\n" +
+	"\aoptions\x18\x04 \x01(\v2\x1a.graveler.v1.CommitOptionsR\aoptions\"Y\n" +
 	"\x0eRevertResponse\x12+\n" +
-	"\x06commit\x18\x01 \x01(\v2\x13.graveler.v1.CommitR\x06commit\"\x98\x01\n" +
+	"\x06commit\x18\x01 \x01(\v2\x13.graveler.v1.CommitR\x06commit\x12\x1a\n" +
+	"\brevision\x18\x02 \x01(\x03R\brevision\"\x98\x01\n" +
 	"\x11CherryPickRequest\x12\x16\n" +
 	"\x06branch\x18\x01 \x01(\tR\x06branch\x12\x10\n" +
 	"\x03ref\x18\x02 \x01(\tR\x03ref\x12#\n" +
 	"\rparent_number\x18\x03 \x01(\x05R\fparentNumber\x124\n" +
-	"\aoptions\x18\x04 \x01(\v2\x1a.graveler.v1.CommitOptionsR\aoptions\"A\n" +
+	"\aoptions\x18\x04 \x01(\v2\x1a.graveler.v1.CommitOptionsR\aoptions\"]\n" +
 	"\x12CherryPickResponse\x12+\n" +
-	"\x06commit\x18\x01 \x01(\v2\x13.graveler.v1.CommitR\x06commit\"1\n" +
+	"\x06commit\x18\x01 \x01(\v2\x13.graveler.v1.CommitR\x06commit\x12\x1a\n" +
+	"\brevision\x18\x02 \x01(\x03R\brevision\"1\n" +
 	"\x0fDumpRefsRequest\x12\x1e\n" +
 	"\n" +
 	"repository\x18\x01 \x01(\tR\n" +
@@ -4909,9 +5695,70 @@ const file_graveler_v1_graveler_proto_rawDesc = "" +
 	"\n" +
 	"repository\x18\x01 \x01(\tR\n" +
 	"repository\x121\n" +
-	"\arecords\x18\x02 \x03(\v2\x17.graveler.v1.RefsRecordR\arecords\"/\n" +
+	"\arecords\x18\x02 \x03(\v2\x17.graveler.v1.RefsRecordR\arecords\"K\n" +
 	"\x13RestoreRefsResponse\x12\x18\n" +
-	"\arecords\x18\x01 \x01(\x03R\arecords*\x80\x01\n" +
+	"\arecords\x18\x01 \x01(\x03R\arecords\x12\x1a\n" +
+	"\brevision\x18\x02 \x01(\x03R\brevision\"\xb9\x01\n" +
+	"\x10WatchRefsRequest\x12\x1e\n" +
+	"\n" +
+	"repository\x18\x01 \x01(\tR\n" +
+	"repository\x12%\n" +
+	"\x0estart_revision\x18\x02 \x01(\x03R\rstartRevision\x12,\n" +
+	"\x12send_initial_state\x18\x03 \x01(\bR\x10sendInitialState\x120\n" +
+	"\x14progress_interval_ms\x18\x04 \x01(\x03R\x12progressIntervalMs\"\xab\x02\n" +
+	"\x11WatchRefsResponse\x127\n" +
+	"\x04kind\x18\x01 \x01(\x0e2#.graveler.v1.WatchRefsResponse.KindR\x04kind\x12\x1a\n" +
+	"\brevision\x18\x02 \x01(\x03R\brevision\x12-\n" +
+	"\x06events\x18\x03 \x03(\v2\x15.graveler.v1.RefEventR\x06events\x12'\n" +
+	"\x0fresume_revision\x18\x04 \x01(\x03R\x0eresumeRevision\"i\n" +
+	"\x04Kind\x12\x14\n" +
+	"\x10KIND_UNSPECIFIED\x10\x00\x12\x10\n" +
+	"\fKIND_CHANGES\x10\x01\x12\x10\n" +
+	"\fKIND_INITIAL\x10\x02\x12\x14\n" +
+	"\x10KIND_INITIAL_END\x10\x03\x12\x11\n" +
+	"\rKIND_BOOKMARK\x10\x04\"\xd3\x06\n" +
+	"\bRefEvent\x12.\n" +
+	"\x04type\x18\x01 \x01(\x0e2\x1a.graveler.v1.RefEvent.TypeR\x04type\x12\x1a\n" +
+	"\brevision\x18\x02 \x01(\x03R\brevision\x12\x1e\n" +
+	"\n" +
+	"repository\x18\x03 \x01(\tR\n" +
+	"repository\x12\x16\n" +
+	"\x06branch\x18\x04 \x01(\tR\x06branch\x12\x10\n" +
+	"\x03tag\x18\x05 \x01(\tR\x03tag\x12\"\n" +
+	"\rold_commit_id\x18\x06 \x01(\tR\voldCommitId\x12\x1b\n" +
+	"\tcommit_id\x18\a \x01(\tR\bcommitId\x121\n" +
+	"\x05cause\x18\b \x01(\x0e2\x1b.graveler.v1.RefEvent.CauseR\x05cause\x12+\n" +
+	"\x06commit\x18\t \x01(\v2\x13.graveler.v1.CommitR\x06commit\x12@\n" +
+	"\x0frepository_info\x18\n" +
+	" \x01(\v2\x17.graveler.v1.RepositoryR\x0erepositoryInfo\"\x94\x02\n" +
+	"\x04Type\x12\x14\n" +
+	"\x10TYPE_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17TYPE_REPOSITORY_CREATED\x10\x01\x12\x1b\n" +
+	"\x17TYPE_REPOSITORY_DELETED\x10\x02\x12\x17\n" +
+	"\x13TYPE_BRANCH_CREATED\x10\x03\x12\x15\n" +
+	"\x11TYPE_BRANCH_MOVED\x10\x04\x12\x17\n" +
+	"\x13TYPE_BRANCH_DELETED\x10\x05\x12\x14\n" +
+	"\x10TYPE_TAG_CREATED\x10\x06\x12\x14\n" +
+	"\x10TYPE_TAG_DELETED\x10\a\x12\x1a\n" +
+	"\x16TYPE_REPOSITORY_EXISTS\x10\b\x12\x16\n" +
+	"\x12TYPE_BRANCH_EXISTS\x10\t\x12\x13\n" +
+	"\x0fTYPE_TAG_EXISTS\x10\n" +
+	"\"\xb6\x01\n" +
+	"\x05Cause\x12\x15\n" +
+	"\x11CAUSE_UNSPECIFIED\x10\x00\x12\x10\n" +
+	"\fCAUSE_CREATE\x10\x01\x12\x10\n" +
+	"\fCAUSE_COMMIT\x10\x02\x12\x0f\n" +
+	"\vCAUSE_MERGE\x10\x03\x12\x10\n" +
+	"\fCAUSE_REVERT\x10\x04\x12\x15\n" +
+	"\x11CAUSE_CHERRY_PICK\x10\x05\x12\x0f\n" +
+	"\vCAUSE_RESET\x10\x06\x12\x14\n" +
+	"\x10CAUSE_RESET_HARD\x10\a\x12\x11\n" +
+	"\rCAUSE_RESTORE\x10\b\"\x19\n" +
+	"\x17GetServerVersionRequest\"S\n" +
+	"\x18GetServerVersionResponse\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\tR\aversion\x12\x1d\n" +
+	"\n" +
+	"go_version\x18\x02 \x01(\tR\tgoVersion*\x80\x01\n" +
 	"\bDiffType\x12\x19\n" +
 	"\x15DIFF_TYPE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fDIFF_TYPE_ADDED\x10\x01\x12\x15\n" +
@@ -4927,7 +5774,7 @@ const file_graveler_v1_graveler_proto_rawDesc = "" +
 	"\x17RESET_SCOPE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fRESET_SCOPE_ALL\x10\x01\x12\x13\n" +
 	"\x0fRESET_SCOPE_KEY\x10\x02\x12\x16\n" +
-	"\x12RESET_SCOPE_PREFIX\x10\x032\xad\x15\n" +
+	"\x12RESET_SCOPE_PREFIX\x10\x032\xdc\x16\n" +
 	"\x0fGravelerService\x12_\n" +
 	"\x10CreateRepository\x12$.graveler.v1.CreateRepositoryRequest\x1a%.graveler.v1.CreateRepositoryResponse\x12V\n" +
 	"\rGetRepository\x12!.graveler.v1.GetRepositoryRequest\x1a\".graveler.v1.GetRepositoryResponse\x12_\n" +
@@ -4964,7 +5811,9 @@ const file_graveler_v1_graveler_proto_rawDesc = "" +
 	"\n" +
 	"CherryPick\x12\x1e.graveler.v1.CherryPickRequest\x1a\x1f.graveler.v1.CherryPickResponse\x12I\n" +
 	"\bDumpRefs\x12\x1c.graveler.v1.DumpRefsRequest\x1a\x1d.graveler.v1.DumpRefsResponse0\x01\x12R\n" +
-	"\vRestoreRefs\x12\x1f.graveler.v1.RestoreRefsRequest\x1a .graveler.v1.RestoreRefsResponse(\x01B%Z#graveler/api/graveler/v1;gravelerv1b\x06proto3"
+	"\vRestoreRefs\x12\x1f.graveler.v1.RestoreRefsRequest\x1a .graveler.v1.RestoreRefsResponse(\x01\x12L\n" +
+	"\tWatchRefs\x12\x1d.graveler.v1.WatchRefsRequest\x1a\x1e.graveler.v1.WatchRefsResponse0\x01\x12_\n" +
+	"\x10GetServerVersion\x12$.graveler.v1.GetServerVersionRequest\x1a%.graveler.v1.GetServerVersionResponseB%Z#graveler/api/graveler/v1;gravelerv1b\x06proto3"
 
 var (
 	file_graveler_v1_graveler_proto_rawDescOnce sync.Once
@@ -4978,217 +5827,235 @@ func file_graveler_v1_graveler_proto_rawDescGZIP() []byte {
 	return file_graveler_v1_graveler_proto_rawDescData
 }
 
-var file_graveler_v1_graveler_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_graveler_v1_graveler_proto_msgTypes = make([]protoimpl.MessageInfo, 80)
+var file_graveler_v1_graveler_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_graveler_v1_graveler_proto_msgTypes = make([]protoimpl.MessageInfo, 85)
 var file_graveler_v1_graveler_proto_goTypes = []any{
 	(DiffType)(0),                         // 0: graveler.v1.DiffType
 	(MergeStrategy)(0),                    // 1: graveler.v1.MergeStrategy
 	(ResetScope)(0),                       // 2: graveler.v1.ResetScope
-	(*Repository)(nil),                    // 3: graveler.v1.Repository
-	(*Branch)(nil),                        // 4: graveler.v1.Branch
-	(*Tag)(nil),                           // 5: graveler.v1.Tag
-	(*Commit)(nil),                        // 6: graveler.v1.Commit
-	(*Value)(nil),                         // 7: graveler.v1.Value
-	(*Entry)(nil),                         // 8: graveler.v1.Entry
-	(*EntryListing)(nil),                  // 9: graveler.v1.EntryListing
-	(*Difference)(nil),                    // 10: graveler.v1.Difference
-	(*CommitOptions)(nil),                 // 11: graveler.v1.CommitOptions
-	(*RefsRecord)(nil),                    // 12: graveler.v1.RefsRecord
-	(*CreateRepositoryRequest)(nil),       // 13: graveler.v1.CreateRepositoryRequest
-	(*CreateRepositoryResponse)(nil),      // 14: graveler.v1.CreateRepositoryResponse
-	(*GetRepositoryRequest)(nil),          // 15: graveler.v1.GetRepositoryRequest
-	(*GetRepositoryResponse)(nil),         // 16: graveler.v1.GetRepositoryResponse
-	(*ListRepositoriesRequest)(nil),       // 17: graveler.v1.ListRepositoriesRequest
-	(*ListRepositoriesResponse)(nil),      // 18: graveler.v1.ListRepositoriesResponse
-	(*DeleteRepositoryRequest)(nil),       // 19: graveler.v1.DeleteRepositoryRequest
-	(*DeleteRepositoryResponse)(nil),      // 20: graveler.v1.DeleteRepositoryResponse
-	(*CreateBranchRequest)(nil),           // 21: graveler.v1.CreateBranchRequest
-	(*CreateBranchResponse)(nil),          // 22: graveler.v1.CreateBranchResponse
-	(*GetBranchRequest)(nil),              // 23: graveler.v1.GetBranchRequest
-	(*GetBranchResponse)(nil),             // 24: graveler.v1.GetBranchResponse
-	(*ListBranchesRequest)(nil),           // 25: graveler.v1.ListBranchesRequest
-	(*ListBranchesResponse)(nil),          // 26: graveler.v1.ListBranchesResponse
-	(*DeleteBranchRequest)(nil),           // 27: graveler.v1.DeleteBranchRequest
-	(*DeleteBranchResponse)(nil),          // 28: graveler.v1.DeleteBranchResponse
-	(*ResetHardRequest)(nil),              // 29: graveler.v1.ResetHardRequest
-	(*ResetHardResponse)(nil),             // 30: graveler.v1.ResetHardResponse
-	(*ResetRequest)(nil),                  // 31: graveler.v1.ResetRequest
-	(*ResetResponse)(nil),                 // 32: graveler.v1.ResetResponse
-	(*CreateTagRequest)(nil),              // 33: graveler.v1.CreateTagRequest
-	(*CreateTagResponse)(nil),             // 34: graveler.v1.CreateTagResponse
-	(*GetTagRequest)(nil),                 // 35: graveler.v1.GetTagRequest
-	(*GetTagResponse)(nil),                // 36: graveler.v1.GetTagResponse
-	(*ListTagsRequest)(nil),               // 37: graveler.v1.ListTagsRequest
-	(*ListTagsResponse)(nil),              // 38: graveler.v1.ListTagsResponse
-	(*DeleteTagRequest)(nil),              // 39: graveler.v1.DeleteTagRequest
-	(*DeleteTagResponse)(nil),             // 40: graveler.v1.DeleteTagResponse
-	(*GetCommitRequest)(nil),              // 41: graveler.v1.GetCommitRequest
-	(*GetCommitResponse)(nil),             // 42: graveler.v1.GetCommitResponse
-	(*ListCommitsRequest)(nil),            // 43: graveler.v1.ListCommitsRequest
-	(*ListCommitsResponse)(nil),           // 44: graveler.v1.ListCommitsResponse
-	(*LogRequest)(nil),                    // 45: graveler.v1.LogRequest
-	(*LogResponse)(nil),                   // 46: graveler.v1.LogResponse
-	(*StreamLogRequest)(nil),              // 47: graveler.v1.StreamLogRequest
-	(*StreamLogResponse)(nil),             // 48: graveler.v1.StreamLogResponse
-	(*GetEntryRequest)(nil),               // 49: graveler.v1.GetEntryRequest
-	(*GetEntryResponse)(nil),              // 50: graveler.v1.GetEntryResponse
-	(*PutEntryRequest)(nil),               // 51: graveler.v1.PutEntryRequest
-	(*PutEntryResponse)(nil),              // 52: graveler.v1.PutEntryResponse
-	(*BatchPutEntriesRequest)(nil),        // 53: graveler.v1.BatchPutEntriesRequest
-	(*BatchPutEntriesResponse)(nil),       // 54: graveler.v1.BatchPutEntriesResponse
-	(*DeleteEntryRequest)(nil),            // 55: graveler.v1.DeleteEntryRequest
-	(*DeleteEntryResponse)(nil),           // 56: graveler.v1.DeleteEntryResponse
-	(*ListEntriesRequest)(nil),            // 57: graveler.v1.ListEntriesRequest
-	(*ListEntriesResponse)(nil),           // 58: graveler.v1.ListEntriesResponse
-	(*StreamEntriesRequest)(nil),          // 59: graveler.v1.StreamEntriesRequest
-	(*StreamEntriesResponse)(nil),         // 60: graveler.v1.StreamEntriesResponse
-	(*CommitRequest)(nil),                 // 61: graveler.v1.CommitRequest
-	(*CommitResponse)(nil),                // 62: graveler.v1.CommitResponse
-	(*DiffRequest)(nil),                   // 63: graveler.v1.DiffRequest
-	(*DiffResponse)(nil),                  // 64: graveler.v1.DiffResponse
-	(*StreamDiffRequest)(nil),             // 65: graveler.v1.StreamDiffRequest
-	(*StreamDiffResponse)(nil),            // 66: graveler.v1.StreamDiffResponse
-	(*DiffUncommittedRequest)(nil),        // 67: graveler.v1.DiffUncommittedRequest
-	(*DiffUncommittedResponse)(nil),       // 68: graveler.v1.DiffUncommittedResponse
-	(*StreamDiffUncommittedRequest)(nil),  // 69: graveler.v1.StreamDiffUncommittedRequest
-	(*StreamDiffUncommittedResponse)(nil), // 70: graveler.v1.StreamDiffUncommittedResponse
-	(*MergeRequest)(nil),                  // 71: graveler.v1.MergeRequest
-	(*MergeResponse)(nil),                 // 72: graveler.v1.MergeResponse
-	(*RevertRequest)(nil),                 // 73: graveler.v1.RevertRequest
-	(*RevertResponse)(nil),                // 74: graveler.v1.RevertResponse
-	(*CherryPickRequest)(nil),             // 75: graveler.v1.CherryPickRequest
-	(*CherryPickResponse)(nil),            // 76: graveler.v1.CherryPickResponse
-	(*DumpRefsRequest)(nil),               // 77: graveler.v1.DumpRefsRequest
-	(*DumpRefsResponse)(nil),              // 78: graveler.v1.DumpRefsResponse
-	(*RestoreRefsRequest)(nil),            // 79: graveler.v1.RestoreRefsRequest
-	(*RestoreRefsResponse)(nil),           // 80: graveler.v1.RestoreRefsResponse
-	nil,                                   // 81: graveler.v1.Commit.MetadataEntry
-	nil,                                   // 82: graveler.v1.CommitOptions.MetadataEntry
-	(*timestamppb.Timestamp)(nil),         // 83: google.protobuf.Timestamp
+	(WatchRefsResponse_Kind)(0),           // 3: graveler.v1.WatchRefsResponse.Kind
+	(RefEvent_Type)(0),                    // 4: graveler.v1.RefEvent.Type
+	(RefEvent_Cause)(0),                   // 5: graveler.v1.RefEvent.Cause
+	(*Repository)(nil),                    // 6: graveler.v1.Repository
+	(*Branch)(nil),                        // 7: graveler.v1.Branch
+	(*Tag)(nil),                           // 8: graveler.v1.Tag
+	(*Commit)(nil),                        // 9: graveler.v1.Commit
+	(*Value)(nil),                         // 10: graveler.v1.Value
+	(*Entry)(nil),                         // 11: graveler.v1.Entry
+	(*EntryListing)(nil),                  // 12: graveler.v1.EntryListing
+	(*Difference)(nil),                    // 13: graveler.v1.Difference
+	(*CommitOptions)(nil),                 // 14: graveler.v1.CommitOptions
+	(*RefsRecord)(nil),                    // 15: graveler.v1.RefsRecord
+	(*CreateRepositoryRequest)(nil),       // 16: graveler.v1.CreateRepositoryRequest
+	(*CreateRepositoryResponse)(nil),      // 17: graveler.v1.CreateRepositoryResponse
+	(*GetRepositoryRequest)(nil),          // 18: graveler.v1.GetRepositoryRequest
+	(*GetRepositoryResponse)(nil),         // 19: graveler.v1.GetRepositoryResponse
+	(*ListRepositoriesRequest)(nil),       // 20: graveler.v1.ListRepositoriesRequest
+	(*ListRepositoriesResponse)(nil),      // 21: graveler.v1.ListRepositoriesResponse
+	(*DeleteRepositoryRequest)(nil),       // 22: graveler.v1.DeleteRepositoryRequest
+	(*DeleteRepositoryResponse)(nil),      // 23: graveler.v1.DeleteRepositoryResponse
+	(*CreateBranchRequest)(nil),           // 24: graveler.v1.CreateBranchRequest
+	(*CreateBranchResponse)(nil),          // 25: graveler.v1.CreateBranchResponse
+	(*GetBranchRequest)(nil),              // 26: graveler.v1.GetBranchRequest
+	(*GetBranchResponse)(nil),             // 27: graveler.v1.GetBranchResponse
+	(*ListBranchesRequest)(nil),           // 28: graveler.v1.ListBranchesRequest
+	(*ListBranchesResponse)(nil),          // 29: graveler.v1.ListBranchesResponse
+	(*DeleteBranchRequest)(nil),           // 30: graveler.v1.DeleteBranchRequest
+	(*DeleteBranchResponse)(nil),          // 31: graveler.v1.DeleteBranchResponse
+	(*ResetHardRequest)(nil),              // 32: graveler.v1.ResetHardRequest
+	(*ResetHardResponse)(nil),             // 33: graveler.v1.ResetHardResponse
+	(*ResetRequest)(nil),                  // 34: graveler.v1.ResetRequest
+	(*ResetResponse)(nil),                 // 35: graveler.v1.ResetResponse
+	(*CreateTagRequest)(nil),              // 36: graveler.v1.CreateTagRequest
+	(*CreateTagResponse)(nil),             // 37: graveler.v1.CreateTagResponse
+	(*GetTagRequest)(nil),                 // 38: graveler.v1.GetTagRequest
+	(*GetTagResponse)(nil),                // 39: graveler.v1.GetTagResponse
+	(*ListTagsRequest)(nil),               // 40: graveler.v1.ListTagsRequest
+	(*ListTagsResponse)(nil),              // 41: graveler.v1.ListTagsResponse
+	(*DeleteTagRequest)(nil),              // 42: graveler.v1.DeleteTagRequest
+	(*DeleteTagResponse)(nil),             // 43: graveler.v1.DeleteTagResponse
+	(*GetCommitRequest)(nil),              // 44: graveler.v1.GetCommitRequest
+	(*GetCommitResponse)(nil),             // 45: graveler.v1.GetCommitResponse
+	(*ListCommitsRequest)(nil),            // 46: graveler.v1.ListCommitsRequest
+	(*ListCommitsResponse)(nil),           // 47: graveler.v1.ListCommitsResponse
+	(*LogRequest)(nil),                    // 48: graveler.v1.LogRequest
+	(*LogResponse)(nil),                   // 49: graveler.v1.LogResponse
+	(*StreamLogRequest)(nil),              // 50: graveler.v1.StreamLogRequest
+	(*StreamLogResponse)(nil),             // 51: graveler.v1.StreamLogResponse
+	(*GetEntryRequest)(nil),               // 52: graveler.v1.GetEntryRequest
+	(*GetEntryResponse)(nil),              // 53: graveler.v1.GetEntryResponse
+	(*PutEntryRequest)(nil),               // 54: graveler.v1.PutEntryRequest
+	(*PutEntryResponse)(nil),              // 55: graveler.v1.PutEntryResponse
+	(*BatchPutEntriesRequest)(nil),        // 56: graveler.v1.BatchPutEntriesRequest
+	(*BatchPutEntriesResponse)(nil),       // 57: graveler.v1.BatchPutEntriesResponse
+	(*DeleteEntryRequest)(nil),            // 58: graveler.v1.DeleteEntryRequest
+	(*DeleteEntryResponse)(nil),           // 59: graveler.v1.DeleteEntryResponse
+	(*ListEntriesRequest)(nil),            // 60: graveler.v1.ListEntriesRequest
+	(*ListEntriesResponse)(nil),           // 61: graveler.v1.ListEntriesResponse
+	(*StreamEntriesRequest)(nil),          // 62: graveler.v1.StreamEntriesRequest
+	(*StreamEntriesResponse)(nil),         // 63: graveler.v1.StreamEntriesResponse
+	(*CommitRequest)(nil),                 // 64: graveler.v1.CommitRequest
+	(*CommitResponse)(nil),                // 65: graveler.v1.CommitResponse
+	(*DiffRequest)(nil),                   // 66: graveler.v1.DiffRequest
+	(*DiffResponse)(nil),                  // 67: graveler.v1.DiffResponse
+	(*StreamDiffRequest)(nil),             // 68: graveler.v1.StreamDiffRequest
+	(*StreamDiffResponse)(nil),            // 69: graveler.v1.StreamDiffResponse
+	(*DiffUncommittedRequest)(nil),        // 70: graveler.v1.DiffUncommittedRequest
+	(*DiffUncommittedResponse)(nil),       // 71: graveler.v1.DiffUncommittedResponse
+	(*StreamDiffUncommittedRequest)(nil),  // 72: graveler.v1.StreamDiffUncommittedRequest
+	(*StreamDiffUncommittedResponse)(nil), // 73: graveler.v1.StreamDiffUncommittedResponse
+	(*MergeRequest)(nil),                  // 74: graveler.v1.MergeRequest
+	(*MergeResponse)(nil),                 // 75: graveler.v1.MergeResponse
+	(*RevertRequest)(nil),                 // 76: graveler.v1.RevertRequest
+	(*RevertResponse)(nil),                // 77: graveler.v1.RevertResponse
+	(*CherryPickRequest)(nil),             // 78: graveler.v1.CherryPickRequest
+	(*CherryPickResponse)(nil),            // 79: graveler.v1.CherryPickResponse
+	(*DumpRefsRequest)(nil),               // 80: graveler.v1.DumpRefsRequest
+	(*DumpRefsResponse)(nil),              // 81: graveler.v1.DumpRefsResponse
+	(*RestoreRefsRequest)(nil),            // 82: graveler.v1.RestoreRefsRequest
+	(*RestoreRefsResponse)(nil),           // 83: graveler.v1.RestoreRefsResponse
+	(*WatchRefsRequest)(nil),              // 84: graveler.v1.WatchRefsRequest
+	(*WatchRefsResponse)(nil),             // 85: graveler.v1.WatchRefsResponse
+	(*RefEvent)(nil),                      // 86: graveler.v1.RefEvent
+	(*GetServerVersionRequest)(nil),       // 87: graveler.v1.GetServerVersionRequest
+	(*GetServerVersionResponse)(nil),      // 88: graveler.v1.GetServerVersionResponse
+	nil,                                   // 89: graveler.v1.Commit.MetadataEntry
+	nil,                                   // 90: graveler.v1.CommitOptions.MetadataEntry
+	(*timestamppb.Timestamp)(nil),         // 91: google.protobuf.Timestamp
 }
 var file_graveler_v1_graveler_proto_depIdxs = []int32{
-	83, // 0: graveler.v1.Repository.create_time:type_name -> google.protobuf.Timestamp
-	83, // 1: graveler.v1.Commit.create_time:type_name -> google.protobuf.Timestamp
-	81, // 2: graveler.v1.Commit.metadata:type_name -> graveler.v1.Commit.MetadataEntry
-	7,  // 3: graveler.v1.Entry.value:type_name -> graveler.v1.Value
-	7,  // 4: graveler.v1.EntryListing.value:type_name -> graveler.v1.Value
+	91, // 0: graveler.v1.Repository.create_time:type_name -> google.protobuf.Timestamp
+	91, // 1: graveler.v1.Commit.create_time:type_name -> google.protobuf.Timestamp
+	89, // 2: graveler.v1.Commit.metadata:type_name -> graveler.v1.Commit.MetadataEntry
+	10, // 3: graveler.v1.Entry.value:type_name -> graveler.v1.Value
+	10, // 4: graveler.v1.EntryListing.value:type_name -> graveler.v1.Value
 	0,  // 5: graveler.v1.Difference.type:type_name -> graveler.v1.DiffType
-	7,  // 6: graveler.v1.Difference.value:type_name -> graveler.v1.Value
-	82, // 7: graveler.v1.CommitOptions.metadata:type_name -> graveler.v1.CommitOptions.MetadataEntry
-	6,  // 8: graveler.v1.RefsRecord.commit:type_name -> graveler.v1.Commit
-	4,  // 9: graveler.v1.RefsRecord.branch:type_name -> graveler.v1.Branch
-	5,  // 10: graveler.v1.RefsRecord.tag:type_name -> graveler.v1.Tag
-	3,  // 11: graveler.v1.CreateRepositoryRequest.repository:type_name -> graveler.v1.Repository
-	3,  // 12: graveler.v1.CreateRepositoryResponse.repository:type_name -> graveler.v1.Repository
-	3,  // 13: graveler.v1.GetRepositoryResponse.repository:type_name -> graveler.v1.Repository
-	3,  // 14: graveler.v1.ListRepositoriesResponse.repositories:type_name -> graveler.v1.Repository
-	4,  // 15: graveler.v1.CreateBranchResponse.branch:type_name -> graveler.v1.Branch
-	4,  // 16: graveler.v1.GetBranchResponse.branch:type_name -> graveler.v1.Branch
-	4,  // 17: graveler.v1.ListBranchesResponse.branches:type_name -> graveler.v1.Branch
-	4,  // 18: graveler.v1.ResetHardResponse.branch:type_name -> graveler.v1.Branch
+	10, // 6: graveler.v1.Difference.value:type_name -> graveler.v1.Value
+	90, // 7: graveler.v1.CommitOptions.metadata:type_name -> graveler.v1.CommitOptions.MetadataEntry
+	9,  // 8: graveler.v1.RefsRecord.commit:type_name -> graveler.v1.Commit
+	7,  // 9: graveler.v1.RefsRecord.branch:type_name -> graveler.v1.Branch
+	8,  // 10: graveler.v1.RefsRecord.tag:type_name -> graveler.v1.Tag
+	6,  // 11: graveler.v1.CreateRepositoryRequest.repository:type_name -> graveler.v1.Repository
+	6,  // 12: graveler.v1.CreateRepositoryResponse.repository:type_name -> graveler.v1.Repository
+	6,  // 13: graveler.v1.GetRepositoryResponse.repository:type_name -> graveler.v1.Repository
+	6,  // 14: graveler.v1.ListRepositoriesResponse.repositories:type_name -> graveler.v1.Repository
+	7,  // 15: graveler.v1.CreateBranchResponse.branch:type_name -> graveler.v1.Branch
+	7,  // 16: graveler.v1.GetBranchResponse.branch:type_name -> graveler.v1.Branch
+	7,  // 17: graveler.v1.ListBranchesResponse.branches:type_name -> graveler.v1.Branch
+	7,  // 18: graveler.v1.ResetHardResponse.branch:type_name -> graveler.v1.Branch
 	2,  // 19: graveler.v1.ResetRequest.scope:type_name -> graveler.v1.ResetScope
-	5,  // 20: graveler.v1.CreateTagResponse.tag:type_name -> graveler.v1.Tag
-	5,  // 21: graveler.v1.GetTagResponse.tag:type_name -> graveler.v1.Tag
-	5,  // 22: graveler.v1.ListTagsResponse.tags:type_name -> graveler.v1.Tag
-	6,  // 23: graveler.v1.GetCommitResponse.commit:type_name -> graveler.v1.Commit
-	6,  // 24: graveler.v1.ListCommitsResponse.commits:type_name -> graveler.v1.Commit
-	83, // 25: graveler.v1.LogRequest.since:type_name -> google.protobuf.Timestamp
-	6,  // 26: graveler.v1.LogResponse.commits:type_name -> graveler.v1.Commit
-	83, // 27: graveler.v1.StreamLogRequest.since:type_name -> google.protobuf.Timestamp
-	6,  // 28: graveler.v1.StreamLogResponse.commits:type_name -> graveler.v1.Commit
-	8,  // 29: graveler.v1.GetEntryResponse.entry:type_name -> graveler.v1.Entry
-	8,  // 30: graveler.v1.PutEntryRequest.entry:type_name -> graveler.v1.Entry
-	8,  // 31: graveler.v1.BatchPutEntriesRequest.entries:type_name -> graveler.v1.Entry
-	9,  // 32: graveler.v1.ListEntriesResponse.entries:type_name -> graveler.v1.EntryListing
-	9,  // 33: graveler.v1.StreamEntriesResponse.entries:type_name -> graveler.v1.EntryListing
-	11, // 34: graveler.v1.CommitRequest.options:type_name -> graveler.v1.CommitOptions
-	6,  // 35: graveler.v1.CommitResponse.commit:type_name -> graveler.v1.Commit
-	10, // 36: graveler.v1.DiffResponse.differences:type_name -> graveler.v1.Difference
-	10, // 37: graveler.v1.StreamDiffResponse.differences:type_name -> graveler.v1.Difference
-	10, // 38: graveler.v1.DiffUncommittedResponse.differences:type_name -> graveler.v1.Difference
-	10, // 39: graveler.v1.StreamDiffUncommittedResponse.differences:type_name -> graveler.v1.Difference
-	11, // 40: graveler.v1.MergeRequest.options:type_name -> graveler.v1.CommitOptions
+	8,  // 20: graveler.v1.CreateTagResponse.tag:type_name -> graveler.v1.Tag
+	8,  // 21: graveler.v1.GetTagResponse.tag:type_name -> graveler.v1.Tag
+	8,  // 22: graveler.v1.ListTagsResponse.tags:type_name -> graveler.v1.Tag
+	9,  // 23: graveler.v1.GetCommitResponse.commit:type_name -> graveler.v1.Commit
+	9,  // 24: graveler.v1.ListCommitsResponse.commits:type_name -> graveler.v1.Commit
+	91, // 25: graveler.v1.LogRequest.since:type_name -> google.protobuf.Timestamp
+	9,  // 26: graveler.v1.LogResponse.commits:type_name -> graveler.v1.Commit
+	91, // 27: graveler.v1.StreamLogRequest.since:type_name -> google.protobuf.Timestamp
+	9,  // 28: graveler.v1.StreamLogResponse.commits:type_name -> graveler.v1.Commit
+	11, // 29: graveler.v1.GetEntryResponse.entry:type_name -> graveler.v1.Entry
+	11, // 30: graveler.v1.PutEntryRequest.entry:type_name -> graveler.v1.Entry
+	11, // 31: graveler.v1.BatchPutEntriesRequest.entries:type_name -> graveler.v1.Entry
+	12, // 32: graveler.v1.ListEntriesResponse.entries:type_name -> graveler.v1.EntryListing
+	12, // 33: graveler.v1.StreamEntriesResponse.entries:type_name -> graveler.v1.EntryListing
+	14, // 34: graveler.v1.CommitRequest.options:type_name -> graveler.v1.CommitOptions
+	9,  // 35: graveler.v1.CommitResponse.commit:type_name -> graveler.v1.Commit
+	13, // 36: graveler.v1.DiffResponse.differences:type_name -> graveler.v1.Difference
+	13, // 37: graveler.v1.StreamDiffResponse.differences:type_name -> graveler.v1.Difference
+	13, // 38: graveler.v1.DiffUncommittedResponse.differences:type_name -> graveler.v1.Difference
+	13, // 39: graveler.v1.StreamDiffUncommittedResponse.differences:type_name -> graveler.v1.Difference
+	14, // 40: graveler.v1.MergeRequest.options:type_name -> graveler.v1.CommitOptions
 	1,  // 41: graveler.v1.MergeRequest.strategy:type_name -> graveler.v1.MergeStrategy
-	6,  // 42: graveler.v1.MergeResponse.commit:type_name -> graveler.v1.Commit
-	11, // 43: graveler.v1.RevertRequest.options:type_name -> graveler.v1.CommitOptions
-	6,  // 44: graveler.v1.RevertResponse.commit:type_name -> graveler.v1.Commit
-	11, // 45: graveler.v1.CherryPickRequest.options:type_name -> graveler.v1.CommitOptions
-	6,  // 46: graveler.v1.CherryPickResponse.commit:type_name -> graveler.v1.Commit
-	12, // 47: graveler.v1.DumpRefsResponse.records:type_name -> graveler.v1.RefsRecord
-	12, // 48: graveler.v1.RestoreRefsRequest.records:type_name -> graveler.v1.RefsRecord
-	13, // 49: graveler.v1.GravelerService.CreateRepository:input_type -> graveler.v1.CreateRepositoryRequest
-	15, // 50: graveler.v1.GravelerService.GetRepository:input_type -> graveler.v1.GetRepositoryRequest
-	17, // 51: graveler.v1.GravelerService.ListRepositories:input_type -> graveler.v1.ListRepositoriesRequest
-	19, // 52: graveler.v1.GravelerService.DeleteRepository:input_type -> graveler.v1.DeleteRepositoryRequest
-	21, // 53: graveler.v1.GravelerService.CreateBranch:input_type -> graveler.v1.CreateBranchRequest
-	23, // 54: graveler.v1.GravelerService.GetBranch:input_type -> graveler.v1.GetBranchRequest
-	25, // 55: graveler.v1.GravelerService.ListBranches:input_type -> graveler.v1.ListBranchesRequest
-	27, // 56: graveler.v1.GravelerService.DeleteBranch:input_type -> graveler.v1.DeleteBranchRequest
-	29, // 57: graveler.v1.GravelerService.ResetHard:input_type -> graveler.v1.ResetHardRequest
-	31, // 58: graveler.v1.GravelerService.Reset:input_type -> graveler.v1.ResetRequest
-	33, // 59: graveler.v1.GravelerService.CreateTag:input_type -> graveler.v1.CreateTagRequest
-	35, // 60: graveler.v1.GravelerService.GetTag:input_type -> graveler.v1.GetTagRequest
-	37, // 61: graveler.v1.GravelerService.ListTags:input_type -> graveler.v1.ListTagsRequest
-	39, // 62: graveler.v1.GravelerService.DeleteTag:input_type -> graveler.v1.DeleteTagRequest
-	41, // 63: graveler.v1.GravelerService.GetCommit:input_type -> graveler.v1.GetCommitRequest
-	43, // 64: graveler.v1.GravelerService.ListCommits:input_type -> graveler.v1.ListCommitsRequest
-	45, // 65: graveler.v1.GravelerService.Log:input_type -> graveler.v1.LogRequest
-	47, // 66: graveler.v1.GravelerService.StreamLog:input_type -> graveler.v1.StreamLogRequest
-	49, // 67: graveler.v1.GravelerService.GetEntry:input_type -> graveler.v1.GetEntryRequest
-	51, // 68: graveler.v1.GravelerService.PutEntry:input_type -> graveler.v1.PutEntryRequest
-	53, // 69: graveler.v1.GravelerService.BatchPutEntries:input_type -> graveler.v1.BatchPutEntriesRequest
-	55, // 70: graveler.v1.GravelerService.DeleteEntry:input_type -> graveler.v1.DeleteEntryRequest
-	57, // 71: graveler.v1.GravelerService.ListEntries:input_type -> graveler.v1.ListEntriesRequest
-	59, // 72: graveler.v1.GravelerService.StreamEntries:input_type -> graveler.v1.StreamEntriesRequest
-	61, // 73: graveler.v1.GravelerService.Commit:input_type -> graveler.v1.CommitRequest
-	63, // 74: graveler.v1.GravelerService.Diff:input_type -> graveler.v1.DiffRequest
-	65, // 75: graveler.v1.GravelerService.StreamDiff:input_type -> graveler.v1.StreamDiffRequest
-	67, // 76: graveler.v1.GravelerService.DiffUncommitted:input_type -> graveler.v1.DiffUncommittedRequest
-	69, // 77: graveler.v1.GravelerService.StreamDiffUncommitted:input_type -> graveler.v1.StreamDiffUncommittedRequest
-	71, // 78: graveler.v1.GravelerService.Merge:input_type -> graveler.v1.MergeRequest
-	73, // 79: graveler.v1.GravelerService.Revert:input_type -> graveler.v1.RevertRequest
-	75, // 80: graveler.v1.GravelerService.CherryPick:input_type -> graveler.v1.CherryPickRequest
-	77, // 81: graveler.v1.GravelerService.DumpRefs:input_type -> graveler.v1.DumpRefsRequest
-	79, // 82: graveler.v1.GravelerService.RestoreRefs:input_type -> graveler.v1.RestoreRefsRequest
-	14, // 83: graveler.v1.GravelerService.CreateRepository:output_type -> graveler.v1.CreateRepositoryResponse
-	16, // 84: graveler.v1.GravelerService.GetRepository:output_type -> graveler.v1.GetRepositoryResponse
-	18, // 85: graveler.v1.GravelerService.ListRepositories:output_type -> graveler.v1.ListRepositoriesResponse
-	20, // 86: graveler.v1.GravelerService.DeleteRepository:output_type -> graveler.v1.DeleteRepositoryResponse
-	22, // 87: graveler.v1.GravelerService.CreateBranch:output_type -> graveler.v1.CreateBranchResponse
-	24, // 88: graveler.v1.GravelerService.GetBranch:output_type -> graveler.v1.GetBranchResponse
-	26, // 89: graveler.v1.GravelerService.ListBranches:output_type -> graveler.v1.ListBranchesResponse
-	28, // 90: graveler.v1.GravelerService.DeleteBranch:output_type -> graveler.v1.DeleteBranchResponse
-	30, // 91: graveler.v1.GravelerService.ResetHard:output_type -> graveler.v1.ResetHardResponse
-	32, // 92: graveler.v1.GravelerService.Reset:output_type -> graveler.v1.ResetResponse
-	34, // 93: graveler.v1.GravelerService.CreateTag:output_type -> graveler.v1.CreateTagResponse
-	36, // 94: graveler.v1.GravelerService.GetTag:output_type -> graveler.v1.GetTagResponse
-	38, // 95: graveler.v1.GravelerService.ListTags:output_type -> graveler.v1.ListTagsResponse
-	40, // 96: graveler.v1.GravelerService.DeleteTag:output_type -> graveler.v1.DeleteTagResponse
-	42, // 97: graveler.v1.GravelerService.GetCommit:output_type -> graveler.v1.GetCommitResponse
-	44, // 98: graveler.v1.GravelerService.ListCommits:output_type -> graveler.v1.ListCommitsResponse
-	46, // 99: graveler.v1.GravelerService.Log:output_type -> graveler.v1.LogResponse
-	48, // 100: graveler.v1.GravelerService.StreamLog:output_type -> graveler.v1.StreamLogResponse
-	50, // 101: graveler.v1.GravelerService.GetEntry:output_type -> graveler.v1.GetEntryResponse
-	52, // 102: graveler.v1.GravelerService.PutEntry:output_type -> graveler.v1.PutEntryResponse
-	54, // 103: graveler.v1.GravelerService.BatchPutEntries:output_type -> graveler.v1.BatchPutEntriesResponse
-	56, // 104: graveler.v1.GravelerService.DeleteEntry:output_type -> graveler.v1.DeleteEntryResponse
-	58, // 105: graveler.v1.GravelerService.ListEntries:output_type -> graveler.v1.ListEntriesResponse
-	60, // 106: graveler.v1.GravelerService.StreamEntries:output_type -> graveler.v1.StreamEntriesResponse
-	62, // 107: graveler.v1.GravelerService.Commit:output_type -> graveler.v1.CommitResponse
-	64, // 108: graveler.v1.GravelerService.Diff:output_type -> graveler.v1.DiffResponse
-	66, // 109: graveler.v1.GravelerService.StreamDiff:output_type -> graveler.v1.StreamDiffResponse
-	68, // 110: graveler.v1.GravelerService.DiffUncommitted:output_type -> graveler.v1.DiffUncommittedResponse
-	70, // 111: graveler.v1.GravelerService.StreamDiffUncommitted:output_type -> graveler.v1.StreamDiffUncommittedResponse
-	72, // 112: graveler.v1.GravelerService.Merge:output_type -> graveler.v1.MergeResponse
-	74, // 113: graveler.v1.GravelerService.Revert:output_type -> graveler.v1.RevertResponse
-	76, // 114: graveler.v1.GravelerService.CherryPick:output_type -> graveler.v1.CherryPickResponse
-	78, // 115: graveler.v1.GravelerService.DumpRefs:output_type -> graveler.v1.DumpRefsResponse
-	80, // 116: graveler.v1.GravelerService.RestoreRefs:output_type -> graveler.v1.RestoreRefsResponse
-	83, // [83:117] is the sub-list for method output_type
-	49, // [49:83] is the sub-list for method input_type
-	49, // [49:49] is the sub-list for extension type_name
-	49, // [49:49] is the sub-list for extension extendee
-	0,  // [0:49] is the sub-list for field type_name
+	9,  // 42: graveler.v1.MergeResponse.commit:type_name -> graveler.v1.Commit
+	14, // 43: graveler.v1.RevertRequest.options:type_name -> graveler.v1.CommitOptions
+	9,  // 44: graveler.v1.RevertResponse.commit:type_name -> graveler.v1.Commit
+	14, // 45: graveler.v1.CherryPickRequest.options:type_name -> graveler.v1.CommitOptions
+	9,  // 46: graveler.v1.CherryPickResponse.commit:type_name -> graveler.v1.Commit
+	15, // 47: graveler.v1.DumpRefsResponse.records:type_name -> graveler.v1.RefsRecord
+	15, // 48: graveler.v1.RestoreRefsRequest.records:type_name -> graveler.v1.RefsRecord
+	3,  // 49: graveler.v1.WatchRefsResponse.kind:type_name -> graveler.v1.WatchRefsResponse.Kind
+	86, // 50: graveler.v1.WatchRefsResponse.events:type_name -> graveler.v1.RefEvent
+	4,  // 51: graveler.v1.RefEvent.type:type_name -> graveler.v1.RefEvent.Type
+	5,  // 52: graveler.v1.RefEvent.cause:type_name -> graveler.v1.RefEvent.Cause
+	9,  // 53: graveler.v1.RefEvent.commit:type_name -> graveler.v1.Commit
+	6,  // 54: graveler.v1.RefEvent.repository_info:type_name -> graveler.v1.Repository
+	16, // 55: graveler.v1.GravelerService.CreateRepository:input_type -> graveler.v1.CreateRepositoryRequest
+	18, // 56: graveler.v1.GravelerService.GetRepository:input_type -> graveler.v1.GetRepositoryRequest
+	20, // 57: graveler.v1.GravelerService.ListRepositories:input_type -> graveler.v1.ListRepositoriesRequest
+	22, // 58: graveler.v1.GravelerService.DeleteRepository:input_type -> graveler.v1.DeleteRepositoryRequest
+	24, // 59: graveler.v1.GravelerService.CreateBranch:input_type -> graveler.v1.CreateBranchRequest
+	26, // 60: graveler.v1.GravelerService.GetBranch:input_type -> graveler.v1.GetBranchRequest
+	28, // 61: graveler.v1.GravelerService.ListBranches:input_type -> graveler.v1.ListBranchesRequest
+	30, // 62: graveler.v1.GravelerService.DeleteBranch:input_type -> graveler.v1.DeleteBranchRequest
+	32, // 63: graveler.v1.GravelerService.ResetHard:input_type -> graveler.v1.ResetHardRequest
+	34, // 64: graveler.v1.GravelerService.Reset:input_type -> graveler.v1.ResetRequest
+	36, // 65: graveler.v1.GravelerService.CreateTag:input_type -> graveler.v1.CreateTagRequest
+	38, // 66: graveler.v1.GravelerService.GetTag:input_type -> graveler.v1.GetTagRequest
+	40, // 67: graveler.v1.GravelerService.ListTags:input_type -> graveler.v1.ListTagsRequest
+	42, // 68: graveler.v1.GravelerService.DeleteTag:input_type -> graveler.v1.DeleteTagRequest
+	44, // 69: graveler.v1.GravelerService.GetCommit:input_type -> graveler.v1.GetCommitRequest
+	46, // 70: graveler.v1.GravelerService.ListCommits:input_type -> graveler.v1.ListCommitsRequest
+	48, // 71: graveler.v1.GravelerService.Log:input_type -> graveler.v1.LogRequest
+	50, // 72: graveler.v1.GravelerService.StreamLog:input_type -> graveler.v1.StreamLogRequest
+	52, // 73: graveler.v1.GravelerService.GetEntry:input_type -> graveler.v1.GetEntryRequest
+	54, // 74: graveler.v1.GravelerService.PutEntry:input_type -> graveler.v1.PutEntryRequest
+	56, // 75: graveler.v1.GravelerService.BatchPutEntries:input_type -> graveler.v1.BatchPutEntriesRequest
+	58, // 76: graveler.v1.GravelerService.DeleteEntry:input_type -> graveler.v1.DeleteEntryRequest
+	60, // 77: graveler.v1.GravelerService.ListEntries:input_type -> graveler.v1.ListEntriesRequest
+	62, // 78: graveler.v1.GravelerService.StreamEntries:input_type -> graveler.v1.StreamEntriesRequest
+	64, // 79: graveler.v1.GravelerService.Commit:input_type -> graveler.v1.CommitRequest
+	66, // 80: graveler.v1.GravelerService.Diff:input_type -> graveler.v1.DiffRequest
+	68, // 81: graveler.v1.GravelerService.StreamDiff:input_type -> graveler.v1.StreamDiffRequest
+	70, // 82: graveler.v1.GravelerService.DiffUncommitted:input_type -> graveler.v1.DiffUncommittedRequest
+	72, // 83: graveler.v1.GravelerService.StreamDiffUncommitted:input_type -> graveler.v1.StreamDiffUncommittedRequest
+	74, // 84: graveler.v1.GravelerService.Merge:input_type -> graveler.v1.MergeRequest
+	76, // 85: graveler.v1.GravelerService.Revert:input_type -> graveler.v1.RevertRequest
+	78, // 86: graveler.v1.GravelerService.CherryPick:input_type -> graveler.v1.CherryPickRequest
+	80, // 87: graveler.v1.GravelerService.DumpRefs:input_type -> graveler.v1.DumpRefsRequest
+	82, // 88: graveler.v1.GravelerService.RestoreRefs:input_type -> graveler.v1.RestoreRefsRequest
+	84, // 89: graveler.v1.GravelerService.WatchRefs:input_type -> graveler.v1.WatchRefsRequest
+	87, // 90: graveler.v1.GravelerService.GetServerVersion:input_type -> graveler.v1.GetServerVersionRequest
+	17, // 91: graveler.v1.GravelerService.CreateRepository:output_type -> graveler.v1.CreateRepositoryResponse
+	19, // 92: graveler.v1.GravelerService.GetRepository:output_type -> graveler.v1.GetRepositoryResponse
+	21, // 93: graveler.v1.GravelerService.ListRepositories:output_type -> graveler.v1.ListRepositoriesResponse
+	23, // 94: graveler.v1.GravelerService.DeleteRepository:output_type -> graveler.v1.DeleteRepositoryResponse
+	25, // 95: graveler.v1.GravelerService.CreateBranch:output_type -> graveler.v1.CreateBranchResponse
+	27, // 96: graveler.v1.GravelerService.GetBranch:output_type -> graveler.v1.GetBranchResponse
+	29, // 97: graveler.v1.GravelerService.ListBranches:output_type -> graveler.v1.ListBranchesResponse
+	31, // 98: graveler.v1.GravelerService.DeleteBranch:output_type -> graveler.v1.DeleteBranchResponse
+	33, // 99: graveler.v1.GravelerService.ResetHard:output_type -> graveler.v1.ResetHardResponse
+	35, // 100: graveler.v1.GravelerService.Reset:output_type -> graveler.v1.ResetResponse
+	37, // 101: graveler.v1.GravelerService.CreateTag:output_type -> graveler.v1.CreateTagResponse
+	39, // 102: graveler.v1.GravelerService.GetTag:output_type -> graveler.v1.GetTagResponse
+	41, // 103: graveler.v1.GravelerService.ListTags:output_type -> graveler.v1.ListTagsResponse
+	43, // 104: graveler.v1.GravelerService.DeleteTag:output_type -> graveler.v1.DeleteTagResponse
+	45, // 105: graveler.v1.GravelerService.GetCommit:output_type -> graveler.v1.GetCommitResponse
+	47, // 106: graveler.v1.GravelerService.ListCommits:output_type -> graveler.v1.ListCommitsResponse
+	49, // 107: graveler.v1.GravelerService.Log:output_type -> graveler.v1.LogResponse
+	51, // 108: graveler.v1.GravelerService.StreamLog:output_type -> graveler.v1.StreamLogResponse
+	53, // 109: graveler.v1.GravelerService.GetEntry:output_type -> graveler.v1.GetEntryResponse
+	55, // 110: graveler.v1.GravelerService.PutEntry:output_type -> graveler.v1.PutEntryResponse
+	57, // 111: graveler.v1.GravelerService.BatchPutEntries:output_type -> graveler.v1.BatchPutEntriesResponse
+	59, // 112: graveler.v1.GravelerService.DeleteEntry:output_type -> graveler.v1.DeleteEntryResponse
+	61, // 113: graveler.v1.GravelerService.ListEntries:output_type -> graveler.v1.ListEntriesResponse
+	63, // 114: graveler.v1.GravelerService.StreamEntries:output_type -> graveler.v1.StreamEntriesResponse
+	65, // 115: graveler.v1.GravelerService.Commit:output_type -> graveler.v1.CommitResponse
+	67, // 116: graveler.v1.GravelerService.Diff:output_type -> graveler.v1.DiffResponse
+	69, // 117: graveler.v1.GravelerService.StreamDiff:output_type -> graveler.v1.StreamDiffResponse
+	71, // 118: graveler.v1.GravelerService.DiffUncommitted:output_type -> graveler.v1.DiffUncommittedResponse
+	73, // 119: graveler.v1.GravelerService.StreamDiffUncommitted:output_type -> graveler.v1.StreamDiffUncommittedResponse
+	75, // 120: graveler.v1.GravelerService.Merge:output_type -> graveler.v1.MergeResponse
+	77, // 121: graveler.v1.GravelerService.Revert:output_type -> graveler.v1.RevertResponse
+	79, // 122: graveler.v1.GravelerService.CherryPick:output_type -> graveler.v1.CherryPickResponse
+	81, // 123: graveler.v1.GravelerService.DumpRefs:output_type -> graveler.v1.DumpRefsResponse
+	83, // 124: graveler.v1.GravelerService.RestoreRefs:output_type -> graveler.v1.RestoreRefsResponse
+	85, // 125: graveler.v1.GravelerService.WatchRefs:output_type -> graveler.v1.WatchRefsResponse
+	88, // 126: graveler.v1.GravelerService.GetServerVersion:output_type -> graveler.v1.GetServerVersionResponse
+	91, // [91:127] is the sub-list for method output_type
+	55, // [55:91] is the sub-list for method input_type
+	55, // [55:55] is the sub-list for extension type_name
+	55, // [55:55] is the sub-list for extension extendee
+	0,  // [0:55] is the sub-list for field type_name
 }
 
 func init() { file_graveler_v1_graveler_proto_init() }
@@ -5206,8 +6073,8 @@ func file_graveler_v1_graveler_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_graveler_v1_graveler_proto_rawDesc), len(file_graveler_v1_graveler_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   80,
+			NumEnums:      6,
+			NumMessages:   85,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

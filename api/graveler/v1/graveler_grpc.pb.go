@@ -53,6 +53,8 @@ const (
 	GravelerService_CherryPick_FullMethodName            = "/graveler.v1.GravelerService/CherryPick"
 	GravelerService_DumpRefs_FullMethodName              = "/graveler.v1.GravelerService/DumpRefs"
 	GravelerService_RestoreRefs_FullMethodName           = "/graveler.v1.GravelerService/RestoreRefs"
+	GravelerService_WatchRefs_FullMethodName             = "/graveler.v1.GravelerService/WatchRefs"
+	GravelerService_GetServerVersion_FullMethodName      = "/graveler.v1.GravelerService/GetServerVersion"
 )
 
 // GravelerServiceClient is the client API for GravelerService service.
@@ -164,6 +166,17 @@ type GravelerServiceClient interface {
 	// RestoreRefs loads a dump into a bare repository. The first message
 	// names the repository; every message may carry records.
 	RestoreRefs(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[RestoreRefsRequest, RestoreRefsResponse], error)
+	// WatchRefs streams the ref changes of one repository, or of all: exactly
+	// once, in etcd revision order, resumable from any revision etcd still
+	// holds (docs/change-feed.md). It ends with UNAVAILABLE when the server
+	// shuts down, RESOURCE_EXHAUSTED when the client reads too slowly, and
+	// OUT_OF_RANGE / REVISION_COMPACTED when start_revision is older than
+	// etcd's compaction; in every case resume with the last resume_revision
+	// received (after REVISION_COMPACTED, start again with
+	// send_initial_state).
+	WatchRefs(ctx context.Context, in *WatchRefsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchRefsResponse], error)
+	// GetServerVersion returns the server's build version.
+	GetServerVersion(ctx context.Context, in *GetServerVersionRequest, opts ...grpc.CallOption) (*GetServerVersionResponse, error)
 }
 
 type gravelerServiceClient struct {
@@ -562,6 +575,35 @@ func (c *gravelerServiceClient) RestoreRefs(ctx context.Context, opts ...grpc.Ca
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type GravelerService_RestoreRefsClient = grpc.ClientStreamingClient[RestoreRefsRequest, RestoreRefsResponse]
 
+func (c *gravelerServiceClient) WatchRefs(ctx context.Context, in *WatchRefsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchRefsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &GravelerService_ServiceDesc.Streams[6], GravelerService_WatchRefs_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchRefsRequest, WatchRefsResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type GravelerService_WatchRefsClient = grpc.ServerStreamingClient[WatchRefsResponse]
+
+func (c *gravelerServiceClient) GetServerVersion(ctx context.Context, in *GetServerVersionRequest, opts ...grpc.CallOption) (*GetServerVersionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetServerVersionResponse)
+	err := c.cc.Invoke(ctx, GravelerService_GetServerVersion_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // GravelerServiceServer is the server API for GravelerService service.
 // All implementations must embed UnimplementedGravelerServiceServer
 // for forward compatibility.
@@ -671,6 +713,17 @@ type GravelerServiceServer interface {
 	// RestoreRefs loads a dump into a bare repository. The first message
 	// names the repository; every message may carry records.
 	RestoreRefs(grpc.ClientStreamingServer[RestoreRefsRequest, RestoreRefsResponse]) error
+	// WatchRefs streams the ref changes of one repository, or of all: exactly
+	// once, in etcd revision order, resumable from any revision etcd still
+	// holds (docs/change-feed.md). It ends with UNAVAILABLE when the server
+	// shuts down, RESOURCE_EXHAUSTED when the client reads too slowly, and
+	// OUT_OF_RANGE / REVISION_COMPACTED when start_revision is older than
+	// etcd's compaction; in every case resume with the last resume_revision
+	// received (after REVISION_COMPACTED, start again with
+	// send_initial_state).
+	WatchRefs(*WatchRefsRequest, grpc.ServerStreamingServer[WatchRefsResponse]) error
+	// GetServerVersion returns the server's build version.
+	GetServerVersion(context.Context, *GetServerVersionRequest) (*GetServerVersionResponse, error)
 	mustEmbedUnimplementedGravelerServiceServer()
 }
 
@@ -782,6 +835,12 @@ func (UnimplementedGravelerServiceServer) DumpRefs(*DumpRefsRequest, grpc.Server
 }
 func (UnimplementedGravelerServiceServer) RestoreRefs(grpc.ClientStreamingServer[RestoreRefsRequest, RestoreRefsResponse]) error {
 	return status.Error(codes.Unimplemented, "method RestoreRefs not implemented")
+}
+func (UnimplementedGravelerServiceServer) WatchRefs(*WatchRefsRequest, grpc.ServerStreamingServer[WatchRefsResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchRefs not implemented")
+}
+func (UnimplementedGravelerServiceServer) GetServerVersion(context.Context, *GetServerVersionRequest) (*GetServerVersionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetServerVersion not implemented")
 }
 func (UnimplementedGravelerServiceServer) mustEmbedUnimplementedGravelerServiceServer() {}
 func (UnimplementedGravelerServiceServer) testEmbeddedByValue()                         {}
@@ -1370,6 +1429,35 @@ func _GravelerService_RestoreRefs_Handler(srv interface{}, stream grpc.ServerStr
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type GravelerService_RestoreRefsServer = grpc.ClientStreamingServer[RestoreRefsRequest, RestoreRefsResponse]
 
+func _GravelerService_WatchRefs_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchRefsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(GravelerServiceServer).WatchRefs(m, &grpc.GenericServerStream[WatchRefsRequest, WatchRefsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type GravelerService_WatchRefsServer = grpc.ServerStreamingServer[WatchRefsResponse]
+
+func _GravelerService_GetServerVersion_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetServerVersionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GravelerServiceServer).GetServerVersion(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GravelerService_GetServerVersion_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GravelerServiceServer).GetServerVersion(ctx, req.(*GetServerVersionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // GravelerService_ServiceDesc is the grpc.ServiceDesc for GravelerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1489,6 +1577,10 @@ var GravelerService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "CherryPick",
 			Handler:    _GravelerService_CherryPick_Handler,
 		},
+		{
+			MethodName: "GetServerVersion",
+			Handler:    _GravelerService_GetServerVersion_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
@@ -1520,6 +1612,11 @@ var GravelerService_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "RestoreRefs",
 			Handler:       _GravelerService_RestoreRefs_Handler,
 			ClientStreams: true,
+		},
+		{
+			StreamName:    "WatchRefs",
+			Handler:       _GravelerService_WatchRefs_Handler,
+			ServerStreams: true,
 		},
 	},
 	Metadata: "graveler/v1/graveler.proto",
