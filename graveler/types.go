@@ -102,7 +102,37 @@ type Branch struct {
 	CommitID     CommitID
 	StagingToken StagingToken
 	SealedTokens []StagingToken
+	// Change is what the write that stored this version did, for the change
+	// feed. A BranchUpdateFunc sets it on the branch it returns whenever its
+	// write is a user-visible change (ChangeNone for sealing and releasing
+	// staging tokens); it is never inherited from the version read.
+	Change BranchChange
 }
+
+// BranchChange names the operation that wrote a branch version. The
+// values are stored in branch records: never renumber them.
+type BranchChange int32
+
+const (
+	// ChangeNone: an internal step (sealing or releasing a staging token).
+	ChangeNone BranchChange = 0
+	// ChangeCreate: CreateBranch or a repository's creation.
+	ChangeCreate BranchChange = 1
+	// ChangeCommit: Commit moved the head.
+	ChangeCommit BranchChange = 2
+	// ChangeMerge: Merge moved the head (a merge commit or a fast-forward).
+	ChangeMerge BranchChange = 3
+	// ChangeRevert: Revert moved the head.
+	ChangeRevert BranchChange = 4
+	// ChangeCherryPick: CherryPick moved the head.
+	ChangeCherryPick BranchChange = 5
+	// ChangeReset: Reset discarded every staged change.
+	ChangeReset BranchChange = 6
+	// ChangeResetHard: ResetHard moved the head.
+	ChangeResetHard BranchChange = 7
+	// ChangeRestore: RestoreRefs wrote the branch.
+	ChangeRestore BranchChange = 8
+)
 
 type BranchRecord struct {
 	BranchID BranchID

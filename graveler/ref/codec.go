@@ -120,6 +120,7 @@ func encodeBranch(b *graveler.Branch) ([]byte, error) {
 		StagingToken:  string(b.StagingToken),
 		SealedTokens:  sealed,
 		WriteId:       newWriteID(),
+		Change:        int32(b.Change),
 	})
 }
 
@@ -136,6 +137,7 @@ func DecodeBranch(data []byte) (*graveler.Branch, error) {
 	b := &graveler.Branch{
 		CommitID:     graveler.CommitID(pb.GetCommitId()),
 		StagingToken: graveler.StagingToken(pb.GetStagingToken()),
+		Change:       graveler.BranchChange(pb.GetChange()),
 	}
 	if len(pb.GetSealedTokens()) > 0 {
 		b.SealedTokens = make([]graveler.StagingToken, len(pb.GetSealedTokens()))

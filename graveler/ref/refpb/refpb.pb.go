@@ -187,7 +187,11 @@ type Branch struct {
 	// sealed_tokens are the tokens of commits in flight, newest first.
 	SealedTokens []string `protobuf:"bytes,4,rep,name=sealed_tokens,json=sealedTokens,proto3" json:"sealed_tokens,omitempty"`
 	// write_id: as in Repository.
-	WriteId       []byte `protobuf:"bytes,5,opt,name=write_id,json=writeId,proto3" json:"write_id,omitempty"`
+	WriteId []byte `protobuf:"bytes,5,opt,name=write_id,json=writeId,proto3" json:"write_id,omitempty"`
+	// change is what this write did, for the change feed: 0 for internal
+	// steps (sealing or releasing a staging token), otherwise the user
+	// operation that created or moved the branch (graveler.BranchChange).
+	Change        int32 `protobuf:"varint,6,opt,name=change,proto3" json:"change,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -255,6 +259,13 @@ func (x *Branch) GetWriteId() []byte {
 		return x.WriteId
 	}
 	return nil
+}
+
+func (x *Branch) GetChange() int32 {
+	if x != nil {
+		return x.Change
+	}
+	return 0
 }
 
 // Commit is repo/<repo>-<uid>/commits/<commit_id>.
@@ -441,13 +452,14 @@ const file_refpb_proto_rawDesc = "" +
 	"\rcreation_date\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\fcreationDate\x126\n" +
 	"\x05state\x18\x05 \x01(\x0e2 .graveler.ref.v1.RepositoryStateR\x05state\x12\x1b\n" +
 	"\tunique_id\x18\x06 \x01(\tR\buniqueId\x12\x19\n" +
-	"\bwrite_id\x18\a \x01(\fR\awriteId\"\xb1\x01\n" +
+	"\bwrite_id\x18\a \x01(\fR\awriteId\"\xc9\x01\n" +
 	"\x06Branch\x12%\n" +
 	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12\x1b\n" +
 	"\tcommit_id\x18\x02 \x01(\tR\bcommitId\x12#\n" +
 	"\rstaging_token\x18\x03 \x01(\tR\fstagingToken\x12#\n" +
 	"\rsealed_tokens\x18\x04 \x03(\tR\fsealedTokens\x12\x19\n" +
-	"\bwrite_id\x18\x05 \x01(\fR\awriteId\"\xa0\x03\n" +
+	"\bwrite_id\x18\x05 \x01(\fR\awriteId\x12\x16\n" +
+	"\x06change\x18\x06 \x01(\x05R\x06change\"\xa0\x03\n" +
 	"\x06Commit\x12%\n" +
 	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x05R\aversion\x12\x1c\n" +
