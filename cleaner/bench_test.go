@@ -66,7 +66,7 @@ func BenchmarkReclaimStagingPartition(b *testing.B) {
 	var elapsed float64
 	for b.Loop() {
 		b.StopTimer()
-		tok := "bench." + ref.NewULID()
+		tok := "bench." + ref.NewID()
 		populate(b, cli, store, keys.StagingPartition(tok), n)
 		if err := store.Set(ctx, keys.Deleted(), keys.DeletedToken(tok), []byte("x")); err != nil {
 			b.Fatal(err)

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/oklog/ulid/v2"
 	"go.uber.org/zap"
 
 	"graveler/graveler"
@@ -105,9 +104,19 @@ type Summary struct {
 	Errors   int      `json:"errors"`
 	Failures []string `json:"failures,omitempty"`
 	// Incomplete: the run stopped at MaxKeys or Timeout; the next continues.
-	Incomplete bool          `json:"incomplete"`
-	Duration   time.Duration `json:"duration_ns"`
+	Incomplete bool `json:"incomplete"`
+	// StoppedBy says why an incomplete run stopped: StoppedByMaxKeys,
+	// StoppedByTimeout, or StoppedByCaller (its context ended).
+	StoppedBy string        `json:"stopped_by,omitempty"`
+	Duration  time.Duration `json:"duration_ns"`
 }
+
+// Values of Summary.StoppedBy.
+const (
+	StoppedByMaxKeys = "max_keys"
+	StoppedByTimeout = "timeout"
+	StoppedByCaller  = "canceled"
+)
 
 // Cleaner reclaims deleted and orphaned partitions. See the package doc.
 type Cleaner struct {
@@ -118,8 +127,8 @@ type Cleaner struct {
 	lister PartitionLister
 
 	mu sync.Mutex
-	// seen remembers when a sweep first found a non-ULID partition
-	// unreferenced, for the two-pass grace.
+	// seen remembers when a sweep first found unreferenced a partition
+	// whose name carries no creation time, for the two-pass grace.
 	seen map[string]time.Time
 }
 
@@ -162,7 +171,7 @@ func (c *Cleaner) RunOnce(ctx context.Context) (Summary, error) {
 	err := r.do()
 	if err != nil && r.stopped() {
 		// Cut short by Timeout: not a failure, the next run continues.
-		r.sum.Incomplete = true
+		r.cutShort()
 		err = nil
 	}
 	if err == nil && ctx.Err() != nil {
@@ -183,6 +192,7 @@ func (c *Cleaner) RunOnce(ctx context.Context) (Summary, error) {
 		zap.Int("skipped_records", r.sum.SkippedRecords),
 		zap.Int("errors", r.sum.Errors),
 		zap.Bool("incomplete", r.sum.Incomplete),
+		zap.String("stopped_by", r.sum.StoppedBy),
 		zap.Duration("duration", r.sum.Duration)}
 	switch {
 	case err != nil && ctx.Err() != nil:
@@ -216,14 +226,38 @@ type pass struct {
 // stopped reports whether the run's own Timeout ended it (not its caller).
 func (r *pass) stopped() bool { return r.ctx.Err() != nil && r.parent.Err() == nil }
 
+// cutShort marks the pass incomplete because its context ended, keeping
+// the first reason found.
+func (r *pass) cutShort() {
+	r.sum.Incomplete = true
+	if r.sum.StoppedBy == "" {
+		r.sum.StoppedBy = StoppedByCaller
+		if r.stopped() {
+			r.sum.StoppedBy = StoppedByTimeout
+		}
+	}
+}
+
+// did words a log line for what the pass did, or in a dry run would have
+// done: a dry run's log must not read as if it had changed anything.
+func (r *pass) did(done, would string) string {
+	if r.c.cfg.DryRun {
+		return would
+	}
+	return done
+}
+
 // budget reports whether the pass may start another partition.
 func (r *pass) budget() bool {
 	if r.ctx.Err() != nil {
-		r.sum.Incomplete = true
+		r.cutShort()
 		return false
 	}
 	if r.c.cfg.MaxKeys > 0 && r.sum.KeysReclaimed >= r.c.cfg.MaxKeys {
 		r.sum.Incomplete = true
+		if r.sum.StoppedBy == "" {
+			r.sum.StoppedBy = StoppedByMaxKeys
+		}
 		return false
 	}
 	return true
@@ -232,7 +266,7 @@ func (r *pass) budget() bool {
 func (r *pass) fail(err error, msg string, fields ...zap.Field) {
 	if r.ctx.Err() != nil {
 		// The run was cut short: whatever failed is retried next run.
-		r.sum.Incomplete = true
+		r.cutShort()
 		return
 	}
 	r.sum.Errors++
@@ -541,7 +575,7 @@ func (r *pass) drainRepo(it repoItem, live map[string]bool) {
 			// past the creation timeout and lost nothing): the entry is
 			// stale and must not touch the live partition. A later delete
 			// queues it again.
-			r.c.log.Warn("cleaner: work item names an active repository; removing the item only", log...)
+			r.c.log.Warn("cleaner: work item names an active repository; "+r.did("removing", "would remove")+" the item only", log...)
 			if !r.c.cfg.DryRun {
 				// At the version read: a delete of the repository since
 				// then queued it again, and that entry is real work.
@@ -607,7 +641,7 @@ func (r *pass) drainRepo(it repoItem, live map[string]bool) {
 		r.sum.EntriesRemoved++
 	}
 	r.sum.RepositoriesReclaimed++
-	r.c.log.Info("cleaner: reclaimed deleted repository", append(log, zap.Int("tokens", len(tokens)))...)
+	r.c.log.Info("cleaner: "+r.did("reclaimed", "would reclaim")+" deleted repository", append(log, zap.Int("tokens", len(tokens)))...)
 }
 
 // drainToken reclaims one consumed staging token.
@@ -663,7 +697,7 @@ func (r *pass) drop(part []byte, kind, reason string) error {
 			partitionsReclaimed.WithLabelValues(kind, reason).Inc()
 			keysReclaimed.Add(float64(n))
 		}
-		r.c.log.Debug("cleaner: dropped partition", zap.ByteString("partition", part), zap.Int64("keys", n), zap.Bool("dry_run", r.c.cfg.DryRun))
+		r.c.log.Debug("cleaner: "+r.did("dropped", "would drop")+" partition", zap.ByteString("partition", part), zap.Int64("keys", n), zap.Bool("dry_run", r.c.cfg.DryRun))
 	}
 	if err != nil {
 		return err
@@ -693,8 +727,8 @@ func (r *pass) oldEnough(part, id string, now time.Time) bool {
 	if grace < 0 {
 		return true
 	}
-	if u, err := ulid.ParseStrict(id); err == nil {
-		return now.Sub(u.Timestamp()) >= grace
+	if born, ok := ref.IDTime(id); ok {
+		return now.Sub(born) >= grace
 	}
 	r.c.mu.Lock()
 	defer r.c.mu.Unlock()

@@ -2,15 +2,16 @@ package cleaner_test
 
 import (
 	"context"
-	"crypto/rand"
+	"encoding/hex"
 	"errors"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/oklog/ulid/v2"
+	"github.com/google/uuid"
 
 	"graveler/cleaner"
 	"graveler/graveler"
@@ -266,8 +267,9 @@ func TestTimeout(t *testing.T) {
 	}
 }
 
-// TestSweepGrace: young orphans are left alone; with ULID names by their
-// timestamp, otherwise until a second pass the grace later.
+// TestSweepGrace: young orphans are left alone; those named by a
+// time-ordered id (UUIDv7, or the ULIDs of earlier versions) by the id's
+// time, others until a second pass the grace later.
 func TestSweepGrace(t *testing.T) {
 	store := kv.NewMemoryStore()
 	ctx := t.Context()
@@ -278,7 +280,7 @@ func TestSweepGrace(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	young := keys.StagingPartition("r." + ref.NewULID())
+	young := keys.StagingPartition("r." + ref.NewID())
 	set(young)
 	plain := keys.StagingPartition("r.not-a-ulid")
 	set(plain)
@@ -304,15 +306,30 @@ func TestSweepGrace(t *testing.T) {
 	if exists(young) || exists(plain) || exists(plainRepo) {
 		t.Fatalf("orphans left: %v", store.Partitions())
 	}
-	// A ULID-named orphan older than the grace goes in a first pass, even
-	// for a fresh cleaner; a young one stays.
-	old := keys.StagingPartition("r." + strings.ToLower(ulid.MustNew(ulid.Timestamp(now.Add(-2*time.Minute)), rand.Reader).String()))
-	set(old)
-	young = keys.StagingPartition("r." + ref.NewULID())
+	// Orphans named by an id older than the grace go in a first pass, even
+	// for a fresh cleaner, whether the id is a UUIDv7 or a ULID written by
+	// an earlier version; a young one stays.
+	before := now.Add(-2 * time.Minute)
+	olds := [][]byte{
+		keys.StagingPartition("r." + uuidV7At(before)),
+		keys.StagingPartition("r." + ulidAt(before)),
+		keys.RepositoryPartition("r", uuidV7At(before)),
+		keys.RepositoryPartition("r", strings.ToUpper(ulidAt(before))),
+	}
+	for _, p := range olds {
+		set(p)
+	}
+	young = keys.StagingPartition("r." + ref.NewID())
 	set(young)
+	youngRepo := keys.RepositoryPartition("r", ref.NewID())
+	set(youngRepo)
 	sum, err = cleaner.New(store, cleaner.Config{Sweep: true, SweepGrace: time.Minute, Lister: cleaner.NewMemoryLister(store)}).RunOnce(ctx)
-	if err != nil || sum.OrphanStagingPartitions != 1 || exists(old) || !exists(young) {
+	if err != nil || sum.OrphanStagingPartitions != 2 || sum.OrphanRepositoryPartitions != 2 ||
+		slices.ContainsFunc(olds, exists) || !exists(young) || !exists(youngRepo) {
 		t.Fatalf("fresh cleaner: %+v, %v; partitions %v", sum, err, store.Partitions())
+	}
+	if _, err := store.DropPartition(ctx, youngRepo); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := store.DropPartition(ctx, young); err != nil {
 		t.Fatal(err)
@@ -322,6 +339,34 @@ func TestSweepGrace(t *testing.T) {
 	if sum, _ := cleaner.New(store, cleaner.Config{Sweep: true, SweepGrace: time.Minute, Lister: cleaner.NewMemoryLister(store)}).RunOnce(ctx); sum.KeysReclaimed != 0 {
 		t.Fatalf("a first sighting reclaimed %d keys", sum.KeysReclaimed)
 	}
+}
+
+// uuidV7At returns an id as ref.NewID makes it, created at t.
+func uuidV7At(t time.Time) string {
+	u := uuid.Must(uuid.NewV7())
+	ms := t.UnixMilli()
+	for i := 5; i >= 0; i-- {
+		u[i] = byte(ms)
+		ms >>= 8
+	}
+	return hex.EncodeToString(u[:])
+}
+
+// ulidAt returns a lower-case ULID created at t, as earlier versions made
+// unique ids and staging tokens: 10 base32 digits of milliseconds, 16 of
+// randomness.
+func ulidAt(t time.Time) string {
+	const crockford = "0123456789abcdefghjkmnpqrstvwxyz"
+	b := make([]byte, 26)
+	ms := t.UnixMilli()
+	for i := 9; i >= 0; i-- {
+		b[i] = crockford[ms&31]
+		ms >>= 5
+	}
+	for i := 10; i < len(b); i++ {
+		b[i] = crockford[rand.IntN(len(crockford))]
+	}
+	return string(b)
 }
 
 // TestLiveQueuedTokenIsKept: a branch delete that stopped after queueing

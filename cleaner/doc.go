@@ -40,7 +40,7 @@
 // of every active or still-creating repository); a queued token that is
 // still live (a branch delete that stopped between queueing its tokens and
 // removing the branch) is skipped and retried next run. Tokens are fresh
-// ULID-based names that never become referenced again once unreferenced,
+// unique names that never become referenced again once unreferenced,
 // so a token found unreferenced after the work list was read stays so.
 //
 // The sweep lists partitions first, then reads records, then the work list,
@@ -48,11 +48,13 @@
 // listed (records are written before their partition, branches before
 // writers learn their token), so one found unreferenced afterwards is
 // garbage. As a second guard against in-flight work the sweep honours a
-// grace period (Config.SweepGrace): a staging token ("<repo>.<ULID>") or
-// unique id that is a ULID is reclaimed only when the ULID's timestamp is
-// older than the grace; a name that is not a ULID is reclaimed only when the
-// same process saw it unreferenced in two passes at least the grace apart
-// (in --once mode such partitions are therefore never swept).
+// grace period (Config.SweepGrace): a staging token ("<repo>.<id>") or
+// unique id whose id carries its creation time (a UUIDv7, as ref.NewID
+// makes, or a ULID, as earlier versions made; ref.IDTime) is reclaimed
+// only when that time is older than the grace; any other name is reclaimed
+// only when the same process saw it unreferenced in two passes at least
+// the grace apart (in --once mode such partitions are therefore never
+// swept).
 //
 // Orphan discovery needs more than kv.Store: a PartitionLister, probed on
 // the store or given in Config.Lister. *etcdkv.Store is one (keys-only
@@ -61,7 +63,9 @@
 // kv.MemoryStore's partitions.
 //
 // Modes: RunOnce does one bounded pass and returns a Summary (what was
-// reclaimed, or with Config.DryRun what would be, counted the same way).
+// reclaimed, or with Config.DryRun what would be, counted the same way and
+// logged as "would reclaim"); a pass cut short by Config.MaxKeys or
+// Config.Timeout is Summary.Incomplete, and Summary.StoppedBy says which.
 // Run repeats it every Config.Interval while this process leads, through
 // an Elector (NewEtcdElector: go.etcd.io/etcd/client/v3/concurrency).
 //

@@ -77,8 +77,8 @@ func newWorld(t testing.TB, store kv.Store, s shape) *world {
 	}
 	// Orphans: a repository partition no record names, and a late
 	// writer's keys in a token nothing references.
-	w.set(keys.RepositoryPartition("ghost", ref.NewULID()), keys.Branch("main"), []byte("x"))
-	w.set(keys.StagingPartition("live-1."+ref.NewULID()), keys.Entry([]byte("late")), []byte("x"))
+	w.set(keys.RepositoryPartition("ghost", ref.NewID()), keys.Branch("main"), []byte("x"))
+	w.set(keys.StagingPartition("live-1."+ref.NewID()), keys.Entry([]byte("late")), []byte("x"))
 	return w
 }
 

@@ -452,7 +452,7 @@ func TestInterleaveCleanerTokenItem(t *testing.T) {
 			t.Run(m.String(), func(t *testing.T) {
 				e := newEnv(t)
 				l := e.newLive("repo")
-				tok := graveler.StagingToken("repo." + ref.NewULID())
+				tok := graveler.StagingToken("repo." + ref.NewID())
 				part := keys.StagingPartition(string(tok))
 				e.set(part, keys.Entry([]byte("consumed")))
 				if err := e.m.DeleteStagingTokens(e.ctx, []graveler.StagingToken{tok}); err != nil {

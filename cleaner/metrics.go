@@ -3,6 +3,8 @@ package cleaner
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	_ "graveler/buildinfo/metric" // graveler_build_info on the daemon's /metrics
 )
 
 const (

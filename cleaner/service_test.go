@@ -76,10 +76,10 @@ func newSvcWorld(t testing.TB, store kv.Store, s shape) *svcWorld {
 	}
 	w.crashCreates()
 	// Orphans no service call leaves without a crash or a late writer.
-	if err := store.Set(w.ctx, keys.RepositoryPartition("ghost", ref.NewULID()), keys.Branch("main"), []byte("x")); err != nil {
+	if err := store.Set(w.ctx, keys.RepositoryPartition("ghost", ref.NewID()), keys.Branch("main"), []byte("x")); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Set(w.ctx, keys.StagingPartition("live-1."+ref.NewULID()), keys.Entry([]byte("late")), []byte("x")); err != nil {
+	if err := store.Set(w.ctx, keys.StagingPartition("live-1."+ref.NewID()), keys.Entry([]byte("late")), []byte("x")); err != nil {
 		t.Fatal(err)
 	}
 	return w

@@ -49,12 +49,12 @@ func TestUndecodableRecordsSkipped(t *testing.T) {
 			t.Fatal(err)
 		}
 		fine := e.newLive("fine")
-		consumed := graveler.StagingToken("fine." + ref.NewULID())
+		consumed := graveler.StagingToken("fine." + ref.NewID())
 		e.set(keys.StagingPartition(string(consumed)), keys.Entry([]byte("k")))
 		if err := e.m.DeleteStagingTokens(e.ctx, []graveler.StagingToken{consumed}); err != nil {
 			t.Fatal(err)
 		}
-		orphan := keys.StagingPartition("fine." + ref.NewULID())
+		orphan := keys.StagingPartition("fine." + ref.NewID())
 		e.set(orphan, keys.Entry([]byte("late")))
 
 		// An undecodable repository record, with what may be its live
@@ -62,12 +62,12 @@ func TestUndecodableRecordsSkipped(t *testing.T) {
 		if err := e.inner.Set(e.ctx, keys.Graveler(), keys.Repository("bad"), garbage); err != nil {
 			t.Fatal(err)
 		}
-		badUID := ref.NewULID()
+		badUID := ref.NewID()
 		badPart := keys.RepositoryPartition("bad", badUID)
 		e.set(badPart, keys.Branch("main"))
-		badItem := keys.DeletedRepository("bad", ref.NewULID())
+		badItem := keys.DeletedRepository("bad", ref.NewID())
 		e.set(keys.Deleted(), badItem)
-		badTok := keys.StagingPartition("bad." + ref.NewULID())
+		badTok := keys.StagingPartition("bad." + ref.NewID())
 		e.set(badTok, keys.Entry([]byte("k")))
 
 		// A live repository with an undecodable branch: a queued token and
@@ -77,12 +77,12 @@ func TestUndecodableRecordsSkipped(t *testing.T) {
 		if err := e.inner.Set(e.ctx, crackedPart, keys.Branch("broken"), garbage); err != nil {
 			t.Fatal(err)
 		}
-		crackedQueued := graveler.StagingToken("cracked." + ref.NewULID())
+		crackedQueued := graveler.StagingToken("cracked." + ref.NewID())
 		e.set(keys.StagingPartition(string(crackedQueued)), keys.Entry([]byte("k")))
 		if err := e.m.DeleteStagingTokens(e.ctx, []graveler.StagingToken{crackedQueued}); err != nil {
 			t.Fatal(err)
 		}
-		crackedLoose := keys.StagingPartition("cracked." + ref.NewULID())
+		crackedLoose := keys.StagingPartition("cracked." + ref.NewID())
 		e.set(crackedLoose, keys.Entry([]byte("k")))
 
 		repoSkips, branchSkips := skippedRecords(t, "repository"), skippedRecords(t, "branch")

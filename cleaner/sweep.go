@@ -93,7 +93,7 @@ func (r *pass) sweep() error {
 		}
 		if r.sum.KeysReclaimed > before {
 			r.sum.OrphanRepositoryPartitions++
-			r.c.log.Info("cleaner: reclaimed orphan repository partition", zap.String("partition", p),
+			r.c.log.Info("cleaner: "+r.did("reclaimed", "would reclaim")+" orphan repository partition", zap.String("partition", p),
 				zap.Int64("keys", r.sum.KeysReclaimed-before), zap.Bool("dry_run", r.c.cfg.DryRun))
 		}
 	}
@@ -128,7 +128,7 @@ func (r *pass) sweep() error {
 		}
 		if r.sum.KeysReclaimed > before {
 			r.sum.OrphanStagingPartitions++
-			r.c.log.Info("cleaner: reclaimed orphan staging partition", zap.String("partition", p),
+			r.c.log.Info("cleaner: "+r.did("reclaimed", "would reclaim")+" orphan staging partition", zap.String("partition", p),
 				zap.Int64("keys", r.sum.KeysReclaimed-before), zap.Bool("dry_run", r.c.cfg.DryRun))
 		}
 	}

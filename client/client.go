@@ -7,13 +7,18 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
 
 	pb "graveler/api/graveler/v1"
 )
@@ -33,6 +38,7 @@ type options struct {
 	keepalive  keepalive.ClientParameters
 	dialOpts   []grpc.DialOption
 	maxRecvMsg int
+	maxRequest int
 }
 
 // Option configures Dial.
@@ -89,6 +95,12 @@ func WithKeepalive(p keepalive.ClientParameters) Option {
 // WithMaxRecvMsgSize bounds a response message (default 16 MiB, the server's send limit).
 func WithMaxRecvMsgSize(n int) Option { return func(o *options) { o.maxRecvMsg = n } }
 
+// WithMaxRequestSize sets the request message size the server accepts
+// (default DefaultMaxRequestSize, gravelerd's default; 0 or less: not
+// checked by the client). A larger request fails before it is sent, with
+// an error that matches ErrMessageTooLarge.
+func WithMaxRequestSize(n int) Option { return func(o *options) { o.maxRequest = n } }
+
 // WithDialOptions passes extra gRPC dial options.
 func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(o *options) { o.dialOpts = append(o.dialOpts, opts...) }
@@ -101,15 +113,20 @@ func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]strin
 }
 func (bearer) RequireTransportSecurity() bool { return false }
 
-// ErrNotReady: the connection did not become ready before ctx ended.
-var ErrNotReady = fmt.Errorf("%w: connection not ready", ErrUnavailable)
+// ErrNotReady: no connection could be made (it wraps ErrUnavailable).
+var ErrNotReady = fmt.Errorf("%w: no connection", ErrUnavailable)
 
 // Dial connects to addr ("host:port") and waits until the connection is
-// ready or ctx ends (ErrNotReady, wrapping ErrUnavailable).
+// ready. It gives up at the first failed attempt, with the cause ("connection
+// refused", a TLS handshake error, ...), or when ctx ends while an attempt
+// is still in progress (an address that does not answer); both errors wrap
+// ErrNotReady, the second also ctx.Err(). Once dialed, the connection is
+// re-established in the background as gRPC does.
 func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	o := options{
 		keepalive:  keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true},
 		maxRecvMsg: 16 << 20,
+		maxRequest: DefaultMaxRequestSize,
 	}
 	for _, f := range opts {
 		f(&o)
@@ -121,11 +138,15 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	if o.tls != nil {
 		creds = credentials.NewTLS(o.tls)
 	}
+	callOpts := []grpc.CallOption{grpc.MaxCallRecvMsgSize(o.maxRecvMsg)}
+	if o.maxRequest > 0 {
+		callOpts = append(callOpts, grpc.MaxCallSendMsgSize(o.maxRequest))
+	}
 	dopts := []grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
 		grpc.WithKeepaliveParams(o.keepalive),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(o.maxRecvMsg)),
-		grpc.WithChainUnaryInterceptor(unaryInterceptor(o.timeout)),
+		grpc.WithDefaultCallOptions(callOpts...),
+		grpc.WithChainUnaryInterceptor(unaryInterceptor(o.timeout, o.maxRequest)),
 		grpc.WithChainStreamInterceptor(streamInterceptor),
 	}
 	if o.token != "" {
@@ -136,18 +157,54 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
+	if err := waitReady(ctx, conn, addr); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return &Client{GravelerServiceClient: pb.NewGravelerServiceClient(conn), conn: conn}, nil
+}
+
+// waitReady waits for conn to become ready, and returns the cause of the
+// first failed attempt instead of waiting through gRPC's reconnect backoff.
+func waitReady(ctx context.Context, conn *grpc.ClientConn, addr string) error {
 	conn.Connect()
 	for {
 		s := conn.GetState()
-		if s == connectivity.Ready {
-			break
+		switch s {
+		case connectivity.Ready:
+			return nil
+		case connectivity.TransientFailure:
+			// gRPC keeps the last connection error only for fail-fast
+			// calls, which fail at once in this state with it as their
+			// message; the call is never sent.
+			err := conn.Invoke(ctx, "/grpc.health.v1.Health/Check", &healthpb.HealthCheckRequest{}, &healthpb.HealthCheckResponse{})
+			st, _ := status.FromError(err)
+			switch {
+			case err != nil && st.Code() == codes.Unavailable:
+				return fmt.Errorf("%w to %s: %s", ErrNotReady, addr, connectionCause(st.Message()))
+			case ctx.Err() != nil:
+				return fmt.Errorf("%w to %s: %w (still %s)", ErrNotReady, addr, ctx.Err(), s)
+			}
+			// The call reached a server after all: it reconnected meanwhile.
+			return nil
+		case connectivity.Shutdown:
+			return fmt.Errorf("%w to %s: connection closed", ErrNotReady, addr)
 		}
 		if !conn.WaitForStateChange(ctx, s) {
-			conn.Close()
-			return nil, fmt.Errorf("%w: %s: %v (last state %s)", ErrNotReady, addr, ctx.Err(), s)
+			return fmt.Errorf("%w to %s: %w (still %s)", ErrNotReady, addr, ctx.Err(), s)
 		}
 	}
-	return &Client{GravelerServiceClient: pb.NewGravelerServiceClient(conn), conn: conn}, nil
+}
+
+// connectionCause strips gRPC's wrapping from a connection error message:
+// `connection error: desc = "transport: ..."` becomes `transport: ...`.
+func connectionCause(msg string) string {
+	if rest, ok := strings.CutPrefix(msg, "connection error: desc = "); ok {
+		if u, err := strconv.Unquote(rest); err == nil {
+			return u
+		}
+	}
+	return msg
 }
 
 // Conn returns the underlying connection, e.g. for the health service.
@@ -161,8 +218,11 @@ func (c *Client) Close() error {
 	return nil
 }
 
-func unaryInterceptor(timeout time.Duration) grpc.UnaryClientInterceptor {
+func unaryInterceptor(timeout time.Duration, maxRequest int) grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if err := checkRequest(req, maxRequest); err != nil {
+			return err
+		}
 		if _, has := ctx.Deadline(); !has && timeout > 0 {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, timeout)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -24,6 +25,11 @@ var (
 	ErrCanceled           = errors.New("client: canceled")
 	ErrResourceExhausted  = errors.New("client: resource exhausted")
 	ErrInternal           = errors.New("client: internal server error")
+	// ErrMessageTooLarge is the part of ErrResourceExhausted that no retry
+	// can cure: a request (or response) over a gRPC message size limit,
+	// whether gRPC or the client's own check (reason REQUEST_TOO_LARGE)
+	// found it. Split the request, or raise the limit.
+	ErrMessageTooLarge = errors.New("client: message too large")
 )
 
 var sentinels = map[codes.Code]error{
@@ -63,8 +69,13 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%s: %s", e.Code, e.Message)
 }
 
-// Is matches the sentinel of e's code class.
+// Is matches the sentinel of e's code class, and ErrMessageTooLarge.
 func (e *Error) Is(target error) bool {
+	if target == ErrMessageTooLarge {
+		// gRPC's own size errors carry no ErrorInfo, only this wording.
+		return e.Code == codes.ResourceExhausted &&
+			(e.Reason == "REQUEST_TOO_LARGE" || e.Reason == "" && strings.Contains(e.Message, "larger than max"))
+	}
 	s, ok := sentinels[e.Code]
 	return ok && s == target
 }

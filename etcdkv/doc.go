@@ -75,6 +75,14 @@
 // kv.Store.SetIf). When that history is compacted, or settling keeps
 // failing, the caller sees kv.ErrAmbiguous, never a guess.
 //
+// Revisions (kv.Revisions): every write that succeeds notes the etcd
+// revision of the transaction that applied it, a key's ModRevision after
+// a put, the deletion's revision after a delete (for a partition drop,
+// that of its last chunk). A write settled as applied from the key's
+// history notes the revision of the change found there: for a DeleteIf,
+// that of the deletion that ended its version, whoever made it. A delete
+// that found nothing to delete notes the revision it read at.
+//
 // Concurrency: a Store is safe for concurrent use. Close closes the etcd
 // client if the Store dialed it (New), not if it was given one
 // (NewFromClient); only a Store that dialed several endpoints takes

@@ -37,33 +37,33 @@ func (s *Store) firstChangeAfter(ctx context.Context, k string, v int64, cur *mv
 }
 
 // createdSince reports whether k was created with value at a revision
-// after sentAfter: whether a put guarded by "k is missing", sent after
-// sentAfter was seen, applied. cur is k as read after the put was sent; it
-// exists (the guard failed on it), and every creation after sentAfter
-// comes at or before cur's own creation.
-func (s *Store) createdSince(ctx context.Context, k string, value []byte, sentAfter int64, cur *mvccpb.KeyValue) (verdict, error) {
+// after sentAfter, and at which: whether a put guarded by "k is missing",
+// sent after sentAfter was seen, applied. cur is k as read after the put
+// was sent; it exists (the guard failed on it), and every creation after
+// sentAfter comes at or before cur's own creation.
+func (s *Store) createdSince(ctx context.Context, k string, value []byte, sentAfter int64, cur *mvccpb.KeyValue) (verdict, int64, error) {
 	if cur == nil {
-		return undecided, fmt.Errorf("etcdkv: %q: create guard failed on a missing key", k)
+		return undecided, 0, fmt.Errorf("etcdkv: %q: create guard failed on a missing key", k)
 	}
 	if cur.CreateRevision <= sentAfter {
 		// The key has existed since before the put was sent.
-		return notApplied, nil
+		return notApplied, 0, nil
 	}
-	found := false
+	var found int64
 	err := s.watchHistory(ctx, k, sentAfter+1, func(ev *clientv3.Event) bool {
 		if ev.Type == mvccpb.PUT && ev.Kv.Version == 1 && bytes.Equal(ev.Kv.Value, value) {
-			found = true
+			found = ev.Kv.ModRevision
 			return false
 		}
 		return ev.Kv.ModRevision < cur.CreateRevision
 	})
 	if err != nil {
-		return undecided, err
+		return undecided, 0, err
 	}
-	if found {
-		return applied, nil
+	if found > 0 {
+		return applied, found, nil
 	}
-	return notApplied, nil
+	return notApplied, 0, nil
 }
 
 // errWatchClosed: a history watch ended before the events it needed.

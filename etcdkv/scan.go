@@ -273,6 +273,7 @@ func (s *Store) dropPartition(ctx context.Context, partition []byte) (int64, err
 				return total, writeErr(ctx, fmt.Sprintf("drop partition %q", partition), err)
 			}
 			s.saw(resp.Header)
+			kv.NoteWrite(ctx, resp.Header.Revision)
 			total += resp.Deleted
 			keysDropped.Add(float64(resp.Deleted))
 			if afterDropChunk != nil {

@@ -8,6 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"graveler/etcdkv"
 	"graveler/etcdkv/etcdkvtest"
@@ -26,6 +28,8 @@ type settleCase struct {
 }
 
 type settleFixture struct {
+	// ctx is the settling's context, with a kv.Revisions.
+	ctx       context.Context
 	srv       *etcdkvtest.Server
 	s         *etcdkv.Store
 	part, key []byte
@@ -82,6 +86,16 @@ func (f *settleFixture) send(t *testing.T) {
 	}
 }
 
+// at reads the key at revision rev through the etcd client.
+func (f *settleFixture) at(t *testing.T, rev int64) []*mvccpb.KeyValue {
+	t.Helper()
+	resp, err := f.srv.Client.Get(t.Context(), f.s.RawKey(f.part, f.key), clientv3.WithRev(rev))
+	if err != nil {
+		t.Fatalf("read at revision %d: %v", rev, err)
+	}
+	return resp.Kvs
+}
+
 // compact compacts away every revision before the current one.
 func (f *settleFixture) compact(t *testing.T) {
 	t.Helper()
@@ -94,7 +108,10 @@ func (f *settleFixture) compact(t *testing.T) {
 	}
 }
 
-func runSettleCases(t *testing.T, cases []settleCase, settle func(t *testing.T, f *settleFixture) error) {
+// runSettleCases runs each case; when settling reports the write
+// applied, noted checks the revision it noted (kv.NoteWrite) against the
+// key's history as the etcd client reads it.
+func runSettleCases(t *testing.T, cases []settleCase, settle func(t *testing.T, f *settleFixture) error, noted func(t *testing.T, f *settleFixture, rev int64)) {
 	srv := etcdkvtest.NewServer(t)
 	s := etcdkvtest.NewStoreOn(t, srv, etcdkv.Config{})
 	for i, c := range cases {
@@ -102,7 +119,15 @@ func runSettleCases(t *testing.T, cases []settleCase, settle func(t *testing.T, 
 			f := &settleFixture{srv: srv, s: s, part: fmt.Appendf(nil, "settle%d", i), key: []byte("k")}
 			c.setup(t, f)
 			before, beforePred, beforeErr := s.Get(t.Context(), f.part, f.key)
+			var rec *kv.Revisions
+			f.ctx, rec = kv.WithRevisions(t.Context())
 			err := settle(t, f)
+			switch rev := rec.Last(); {
+			case err == nil:
+				noted(t, f, rev)
+			case rev != 0:
+				t.Fatalf("settling reported %v but noted a write at revision %d", err, rev)
+			}
 			switch {
 			case c.want == nil && err != nil:
 				t.Fatalf("settling: %v, want applied", err)
@@ -234,7 +259,13 @@ func TestSettleSetIf(t *testing.T) {
 		}},
 	}
 	runSettleCases(t, cases, func(t *testing.T, f *settleFixture) error {
-		return f.s.SettleSetIfForTest(ctx, f.part, f.key, []byte("mine"), f.pred, f.sentAfter)
+		return f.s.SettleSetIfForTest(f.ctx, f.part, f.key, []byte("mine"), f.pred, f.sentAfter)
+	}, func(t *testing.T, f *settleFixture, rev int64) {
+		// Our value, put at that very revision, whatever came after.
+		kvs := f.at(t, rev)
+		if len(kvs) != 1 || string(kvs[0].Value) != "mine" || kvs[0].ModRevision != rev {
+			t.Fatalf("noted revision %d: the key there is %v, want our value written at it", rev, kvs)
+		}
 	})
 }
 
@@ -291,7 +322,15 @@ func TestSettleDeleteIf(t *testing.T) {
 		}},
 	}
 	runSettleCases(t, cases, func(t *testing.T, f *settleFixture) error {
-		return f.s.SettleDeleteIfForTest(ctx, f.part, f.key, f.pred)
+		return f.s.SettleDeleteIfForTest(f.ctx, f.part, f.key, f.pred)
+	}, func(t *testing.T, f *settleFixture, rev int64) {
+		// The deletion that ended the version the delete was guarded by.
+		if kvs := f.at(t, rev); len(kvs) != 0 {
+			t.Fatalf("noted revision %d: the key is there: %v", rev, kvs)
+		}
+		if kvs := f.at(t, rev-1); len(kvs) != 1 || kvs[0].ModRevision != f.pred.Version() {
+			t.Fatalf("noted revision %d: before it the key is %v, want the version %v", rev, kvs, f.pred)
+		}
 	})
 }
 

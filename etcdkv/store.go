@@ -160,7 +160,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		Username:    cfg.Username,
 		Password:    cfg.Password,
 		Context:     ctx,
-		Logger:      cfg.Logger.Named("etcd-client"),
+		Logger:      clientLogger(cfg.Logger),
 		// A request larger than the server accepts fails clearly on our side.
 		MaxCallSendMsgSize: 2 << 20,
 		MaxCallRecvMsgSize: 64 << 20,
@@ -546,6 +546,7 @@ func (s *Store) blind(ctx context.Context, what string, w blindWrite) (*clientv3
 	}
 	err := s.write(ctx, round)
 	if err == nil {
+		kv.NoteWrite(ctx, resp.Header.Revision)
 		return resp, nil
 	}
 	if errors.Is(err, ErrContended) || !maybeApplied(ctx, err) {
@@ -560,6 +561,7 @@ func (s *Store) blind(ctx context.Context, what string, w blindWrite) (*clientv3
 	}); err != nil {
 		return nil, err
 	}
+	kv.NoteWrite(ctx, resp.Header.Revision)
 	return resp, nil
 }
 
@@ -671,6 +673,7 @@ func (s *Store) casWrite(ctx context.Context, what, k string, pred kv.Predicate,
 		if !resp.Succeeded {
 			return failed()
 		}
+		kv.NoteWrite(ctx, resp.Header.Revision)
 		return nil
 	}
 	if !maybeApplied(ctx, err) {
@@ -684,16 +687,17 @@ func (s *Store) casWrite(ctx context.Context, what, k string, pred kv.Predicate,
 // the key when the guard fails. Success means the first attempt had not
 // applied and this one did; a failed guard means the key moved on, and
 // decide tells from the key's history (cur is the key as read, nil when
-// missing) whether it was our first attempt that moved it.
-func (s *Store) settleCAS(ctx context.Context, what, k string, pred kv.Predicate, op clientv3.Op, firstErr error, failed func() error, decide func(c context.Context, cur *mvccpb.KeyValue) (verdict, error)) error {
-	return s.settleGuarded(ctx, what, firstErr, failed, func(c context.Context) (verdict, error) {
+// missing) whether it was our first attempt that moved it, and if so at
+// which revision.
+func (s *Store) settleCAS(ctx context.Context, what, k string, pred kv.Predicate, op clientv3.Op, firstErr error, failed func() error, decide func(c context.Context, cur *mvccpb.KeyValue) (verdict, int64, error)) error {
+	return s.settleGuarded(ctx, what, firstErr, failed, func(c context.Context) (verdict, int64, error) {
 		resp, err := s.cli.Txn(c).If(s.guard(k, pred)).Then(op).Else(clientv3.OpGet(k)).Commit()
 		if err != nil {
-			return undecided, err
+			return undecided, 0, err
 		}
 		s.saw(resp.Header)
 		if resp.Succeeded {
-			return applied, nil
+			return applied, resp.Header.Revision, nil
 		}
 		return decide(c, elseKV(resp))
 	})
@@ -719,18 +723,18 @@ func (s *Store) settleCAS(ctx context.Context, what, k string, pred kv.Predicate
 // needed is compacted the outcome is unknowable: kv.ErrAmbiguous, never a
 // guess.
 func (s *Store) settleSetIf(ctx context.Context, k string, value []byte, pred kv.Predicate, sentAfter int64, what string, firstErr error, failed func() error) error {
-	return s.settleCAS(ctx, what, k, pred, clientv3.OpPut(k, string(value)), firstErr, failed, func(c context.Context, cur *mvccpb.KeyValue) (verdict, error) {
+	return s.settleCAS(ctx, what, k, pred, clientv3.OpPut(k, string(value)), firstErr, failed, func(c context.Context, cur *mvccpb.KeyValue) (verdict, int64, error) {
 		if pred.IsAbsent() {
 			return s.createdSince(c, k, value, sentAfter, cur)
 		}
 		ev, err := s.firstChangeAfter(c, k, pred.Version(), cur)
 		if err != nil || ev == nil {
-			return notApplied, err
+			return notApplied, 0, err
 		}
 		if ev.Type == mvccpb.PUT && bytes.Equal(ev.Kv.Value, value) {
-			return applied, nil
+			return applied, ev.Kv.ModRevision, nil
 		}
-		return notApplied, nil
+		return notApplied, 0, nil
 	})
 }
 
@@ -806,6 +810,8 @@ func (s *Store) deleteIf(ctx context.Context, partition, key []byte, pred kv.Pre
 		if resp.Count != 0 {
 			return failed()
 		}
+		// Nothing written: the key was missing as of this revision.
+		kv.NoteWrite(ctx, resp.Header.Revision)
 		return nil
 	}
 	return s.casWrite(ctx, what, k, pred, clientv3.OpDelete(k), failed, func(firstErr error) error {
@@ -820,15 +826,16 @@ func (s *Store) deleteIf(ctx context.Context, partition, key []byte, pred kv.Pre
 // deleter, and the caller's intent holds: applied. A put ended it, so our
 // delete, which needed the key at pred, never applied: ErrPredicateFailed.
 func (s *Store) settleDeleteIf(ctx context.Context, k string, pred kv.Predicate, what string, firstErr error, failed func() error) error {
-	return s.settleCAS(ctx, what, k, pred, clientv3.OpDelete(k), firstErr, failed, func(c context.Context, cur *mvccpb.KeyValue) (verdict, error) {
+	return s.settleCAS(ctx, what, k, pred, clientv3.OpDelete(k), firstErr, failed, func(c context.Context, cur *mvccpb.KeyValue) (verdict, int64, error) {
 		ev, err := s.firstChangeAfter(c, k, pred.Version(), cur)
 		if err != nil || ev == nil {
-			return notApplied, err
+			return notApplied, 0, err
 		}
 		if ev.Type == mvccpb.DELETE {
-			return applied, nil
+			// A deletion event's ModRevision is the deletion's revision.
+			return applied, ev.Kv.ModRevision, nil
 		}
-		return notApplied, nil
+		return notApplied, 0, nil
 	})
 }
 
@@ -843,18 +850,20 @@ const (
 )
 
 // settleGuarded runs attempt through settle and turns its verdict into the
-// write's result.
-func (s *Store) settleGuarded(ctx context.Context, what string, firstErr error, failed func() error, attempt func(context.Context) (verdict, error)) error {
+// write's result; an applied write is noted at the revision attempt found
+// (kv.NoteWrite).
+func (s *Store) settleGuarded(ctx context.Context, what string, firstErr error, failed func() error, attempt func(context.Context) (verdict, int64, error)) error {
 	var v verdict
+	var rev int64
 	err := s.settle(ctx, what, firstErr, func(c context.Context) (bool, error) {
-		got, err := attempt(c)
+		got, r, err := attempt(c)
 		if isCompacted(err) {
 			got, err = unknowable, nil
 		}
 		if err != nil {
 			return false, err
 		}
-		v = got
+		v, rev = got, r
 		return true, nil
 	})
 	if err != nil {
@@ -867,6 +876,7 @@ func (s *Store) settleGuarded(ctx context.Context, what string, firstErr error, 
 		ambiguousWrites.Inc()
 		return fmt.Errorf("%w: etcdkv: %s: the key's history since the first attempt is compacted (first attempt: %v)", kv.ErrAmbiguous, what, firstErr)
 	}
+	kv.NoteWrite(ctx, rev)
 	return nil
 }
 

@@ -166,7 +166,7 @@ func (g *Graveler) commit(ctx context.Context, repo *RepositoryRecord, branch Br
 			nb := cloneBranch(cur)
 			nb.SealedTokens = nb.SealedTokens[:n-len(toks)]
 			if !noChanges {
-				nb.CommitID = id
+				nb.CommitID, nb.Change = id, ChangeCommit
 			}
 			return nb, nil
 		})
@@ -240,8 +240,9 @@ func (g *Graveler) isDirty(ctx context.Context, b *Branch) (bool, error) {
 }
 
 // Reset discards a branch's staged changes: all, one key, or a prefix.
-// Resetting all replaces the branch's tokens at once; resetting a key or a
-// prefix is resetStaged.
+// Resetting all replaces the branch's tokens at once, in one branch write
+// that says so (ChangeReset); resetting a key or a prefix is resetStaged,
+// which writes staged entries only, never the branch record.
 func (g *Graveler) Reset(ctx context.Context, repoID RepositoryID, branch BranchID, typ ResetType, key Key) error {
 	repo, err := g.refs.GetRepository(ctx, repoID)
 	if err != nil {
@@ -255,7 +256,7 @@ func (g *Graveler) Reset(ctx context.Context, repoID RepositoryID, branch Branch
 		var old []StagingToken
 		err := g.refs.BranchUpdate(ctx, repo, branch, func(cur *Branch) (*Branch, error) {
 			old = tokens(cur)
-			return &Branch{CommitID: cur.CommitID, StagingToken: g.refs.NewStagingToken(repoID)}, nil
+			return &Branch{CommitID: cur.CommitID, StagingToken: g.refs.NewStagingToken(repoID), Change: ChangeReset}, nil
 		})
 		if err != nil {
 			return err
@@ -539,7 +540,7 @@ func (g *Graveler) ResetHard(ctx context.Context, repoID RepositoryID, branch Br
 			return nil, fmt.Errorf("%w: %s of repository %s is at %s, not %s", ErrBranchHeadMoved, branch, repoID, cur.CommitID, opts.ExpectedCommitID)
 		}
 		nb := cloneBranch(cur)
-		nb.CommitID = res.CommitID
+		nb.CommitID, nb.Change = res.CommitID, ChangeResetHard
 		old = nil
 		if opts.Force {
 			old = tokens(cur)
@@ -560,16 +561,17 @@ func (g *Graveler) ResetHard(ctx context.Context, repoID RepositoryID, branch Br
 	return &BranchRecord{BranchID: branch, Branch: out}, nil
 }
 
-// moveHead sets a clean branch's head from expected to id: the last step
-// of merge, revert and cherry-pick. Staged writes that land meanwhile stay
-// staged on top of the new head; a commit in flight rebases onto it.
-func (g *Graveler) moveHead(ctx context.Context, repo *RepositoryRecord, branch BranchID, expected, id CommitID) error {
+// moveHead sets a clean branch's head from expected to id, in a write
+// that says change did it: the last step of merge (also a fast-forward),
+// revert and cherry-pick. Staged writes that land meanwhile stay staged on
+// top of the new head; a commit in flight rebases onto it.
+func (g *Graveler) moveHead(ctx context.Context, repo *RepositoryRecord, branch BranchID, expected, id CommitID, change BranchChange) error {
 	err := g.refs.BranchUpdate(ctx, repo, branch, func(cur *Branch) (*Branch, error) {
 		if cur.CommitID != expected {
 			return nil, fmt.Errorf("%w: %s of repository %s moved from %s to %s", ErrBranchHeadMoved, branch, repo.RepositoryID, expected, cur.CommitID)
 		}
 		nb := cloneBranch(cur)
-		nb.CommitID = id
+		nb.CommitID, nb.Change = id, change
 		return nb, nil
 	})
 	g.cache.forget(repo, branch)

@@ -25,6 +25,14 @@
 // flight) it stages overrides on top (see resetStaged), so a discarded
 // value never comes back when that commit lands.
 //
+// Change feed: every branch write that is a change of its own says what
+// it did (Branch.Change: a commit, a merge or fast-forward, a reset, ...);
+// sealing and releasing staging tokens say ChangeNone. Each operation's
+// decisive write is marked in the kv.Revisions of its context (kv.Effect,
+// done by the RefManager), so a caller learns the revision at which its
+// change became visible. A reset of a key or a prefix writes no branch
+// record; its last staged write is its revision.
+//
 // Concurrency: Graveler is safe for concurrent use from any number of
 // goroutines and processes; correctness comes from compare-and-swap on the
 // branch record, never from a lock.

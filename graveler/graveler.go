@@ -136,6 +136,9 @@ type CommitParams struct {
 type MergeParams struct {
 	CommitParams
 	Strategy MergeStrategy
+	// NoFastForward writes a merge commit even when the destination's head
+	// is an ancestor of the source, which Merge otherwise fast-forwards.
+	NoFastForward bool
 }
 
 // SetOptions condition a write.

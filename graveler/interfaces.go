@@ -76,10 +76,15 @@ type RefManager interface {
 	// GetBranch reads a branch from the store (amortized: concurrent reads of
 	// one branch share one kv read; never served from a cache).
 	GetBranch(ctx context.Context, repo *RepositoryRecord, id BranchID) (*Branch, error)
-	// CreateBranch creates a branch, or ErrBranchExists.
+	// CreateBranch creates a branch, or ErrBranchExists. The record's
+	// Change is ChangeRestore when branch.Change says so, else
+	// ChangeCreate.
 	CreateBranch(ctx context.Context, repo *RepositoryRecord, id BranchID, branch Branch) error
 	// BranchUpdate applies f in a read-modify-SetIf loop with bounded,
-	// jittered retries; ErrTooManyRetries when it gives up.
+	// jittered retries; ErrTooManyRetries when it gives up. f gets the
+	// branch with Change ChangeNone and sets it when its write is a
+	// change of its own (a head moved, staged changes discarded); such a
+	// write is the operation's decisive one (kv.Effect).
 	BranchUpdate(ctx context.Context, repo *RepositoryRecord, id BranchID, f BranchUpdateFunc) error
 	// DeleteBranch deletes a branch and queues its tokens for the cleaner.
 	DeleteBranch(ctx context.Context, repo *RepositoryRecord, id BranchID) error

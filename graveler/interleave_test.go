@@ -587,7 +587,8 @@ func TestInterleaveMoveHeadVsCommit(t *testing.T) {
 			run  func(ctx context.Context, p *pauseFixture, c1, devC graveler.CommitID) (graveler.CommitID, error)
 		}{
 			{"merge", func(ctx context.Context, p *pauseFixture, _, _ graveler.CommitID) (graveler.CommitID, error) {
-				return p.g.Merge(ctx, p.repo, "main", "dev", graveler.MergeParams{})
+				id, _, err := p.g.Merge(ctx, p.repo, "main", "dev", graveler.MergeParams{NoFastForward: true})
+				return id, err
 			}},
 			{"revert", func(ctx context.Context, p *pauseFixture, c1, _ graveler.CommitID) (graveler.CommitID, error) {
 				return p.g.Revert(ctx, p.repo, "main", graveler.Ref(c1), 0, graveler.CommitParams{})

@@ -198,31 +198,53 @@ func (g *Graveler) cleanBranch(ctx context.Context, repo *RepositoryRecord, bran
 	return b, c, nil
 }
 
-// Merge merges source into a clean destination branch as a two-parent
-// commit (destination head first). The merge base is the best common
-// ancestor by generation. ErrNothingToMerge when source is already an
-// ancestor of the destination; *MergeConflictError (wrapping
-// ErrMergeConflict) names conflicting keys under MergeStrategyNone.
-func (g *Graveler) Merge(ctx context.Context, repoID RepositoryID, destination BranchID, source Ref, params MergeParams) (CommitID, error) {
+// Merge merges source into a clean destination branch. The merge base is
+// the best common ancestor by generation. ErrNothingToMerge when source is
+// the destination's head or an ancestor of it.
+//
+// When the destination's head is an ancestor of source, the destination
+// moves to source's commit and no commit is written (fastForward), unless
+// params.NoFastForward. The move is a compare-and-swap that checks the
+// head is still the one the merge read, as a merge commit's is: a commit
+// that lands on the destination in between fails the merge with
+// ErrBranchHeadMoved.
+//
+// Otherwise it writes a two-parent commit (destination head first);
+// *MergeConflictError (wrapping ErrMergeConflict) names conflicting keys
+// under MergeStrategyNone.
+func (g *Graveler) Merge(ctx context.Context, repoID RepositoryID, destination BranchID, source Ref, params MergeParams) (id CommitID, fastForward bool, err error) {
 	repo, err := g.refs.GetRepository(ctx, repoID)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	b, destCommit, err := g.cleanBranch(ctx, repo, destination)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	src, err := g.resolve(ctx, repo, source)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	base, err := g.refs.FindMergeBase(ctx, repo, b.CommitID, src.CommitID)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	if base.CommitID == src.CommitID {
-		return "", fmt.Errorf("%w: %s into %s", ErrNothingToMerge, source, destination)
+		return "", false, fmt.Errorf("%w: %s into %s", ErrNothingToMerge, source, destination)
 	}
+	if base.CommitID == b.CommitID && !params.NoFastForward {
+		if err := g.moveHead(ctx, repo, destination, b.CommitID, src.CommitID, ChangeMerge); err != nil {
+			return "", false, err
+		}
+		return src.CommitID, true, nil
+	}
+	id, err = g.mergeCommit(ctx, repo, destination, source, b, destCommit, src, base, params)
+	return id, false, err
+}
+
+// mergeCommit writes the two-parent commit of a merge and moves the
+// destination's head, read as b, to it.
+func (g *Graveler) mergeCommit(ctx context.Context, repo *RepositoryRecord, destination BranchID, source Ref, b *Branch, destCommit *Commit, src *ResolvedRef, base *CommitRecord, params MergeParams) (CommitID, error) {
 	mr, _, err := g.committed.Merge(ctx, repo.StorageNamespace, destCommit.MetaRangeID, src.MetaRangeID, base.MetaRangeID, params.Strategy)
 	if errors.Is(err, ErrNoChanges) {
 		// Source's changes are already in the destination's tree: still
@@ -248,7 +270,7 @@ func (g *Graveler) Merge(ctx context.Context, repoID RepositoryID, destination B
 	if err != nil {
 		return "", err
 	}
-	if err := g.moveHead(ctx, repo, destination, b.CommitID, id); err != nil {
+	if err := g.moveHead(ctx, repo, destination, b.CommitID, id, ChangeMerge); err != nil {
 		return "", err
 	}
 	return id, nil
@@ -272,8 +294,9 @@ func pickParent(c *CommitRecord, parentNumber int) (CommitID, error) {
 }
 
 // applyCommitDelta applies to a clean branch the change from `from` to
-// `to` (a three-way merge with `from` as base), as a one-parent commit.
-func (g *Graveler) applyCommitDelta(ctx context.Context, repo *RepositoryRecord, branch BranchID, from, to MetaRangeID, params CommitParams) (CommitID, error) {
+// `to` (a three-way merge with `from` as base), as a one-parent commit
+// whose head update says change did it.
+func (g *Graveler) applyCommitDelta(ctx context.Context, repo *RepositoryRecord, branch BranchID, from, to MetaRangeID, params CommitParams, change BranchChange) (CommitID, error) {
 	b, head, err := g.cleanBranch(ctx, repo, branch)
 	if err != nil {
 		return "", err
@@ -297,7 +320,7 @@ func (g *Graveler) applyCommitDelta(ctx context.Context, repo *RepositoryRecord,
 	if err != nil {
 		return "", err
 	}
-	if err := g.moveHead(ctx, repo, branch, b.CommitID, id); err != nil {
+	if err := g.moveHead(ctx, repo, branch, b.CommitID, id, change); err != nil {
 		return "", err
 	}
 	return id, nil
@@ -339,7 +362,7 @@ func (g *Graveler) Revert(ctx context.Context, repoID RepositoryID, branch Branc
 	if params.Message == "" {
 		params.Message = fmt.Sprintf("Revert %s", c.CommitID)
 	}
-	return g.applyCommitDelta(ctx, repo, branch, c.MetaRangeID, parent.MetaRangeID, params)
+	return g.applyCommitDelta(ctx, repo, branch, c.MetaRangeID, parent.MetaRangeID, params, ChangeRevert)
 }
 
 // CherryPick commits ref's changes (against parent parentNumber) onto a
@@ -352,7 +375,7 @@ func (g *Graveler) CherryPick(ctx context.Context, repoID RepositoryID, branch B
 	if params.Message == "" {
 		params.Message = c.Message
 	}
-	return g.applyCommitDelta(ctx, repo, branch, parent.MetaRangeID, c.MetaRangeID, params)
+	return g.applyCommitDelta(ctx, repo, branch, parent.MetaRangeID, c.MetaRangeID, params, ChangeCherryPick)
 }
 
 // DumpRefs streams every commit, branch and tag of a repository: commits
@@ -444,7 +467,7 @@ func (g *Graveler) RestoreRefs(ctx context.Context, repoID RepositoryID, records
 			if _, err := g.refs.GetCommit(ctx, repo, r.Branch.CommitID); err != nil {
 				return fmt.Errorf("restore record %d (branch %s): %w", n, r.Branch.BranchID, err)
 			}
-			b := Branch{CommitID: r.Branch.CommitID, StagingToken: g.refs.NewStagingToken(repoID)}
+			b := Branch{CommitID: r.Branch.CommitID, StagingToken: g.refs.NewStagingToken(repoID), Change: ChangeRestore}
 			if err := g.refs.CreateBranch(ctx, repo, r.Branch.BranchID, b); err != nil {
 				return fmt.Errorf("restore record %d: %w", n, err)
 			}

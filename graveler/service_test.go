@@ -372,13 +372,13 @@ func TestMergeRevertCherryPick(t *testing.T) {
 
 		// Dirty destination refuses.
 		f.set("main", "x", "dirty")
-		if _, err := f.g.Merge(f.ctx, f.repo, "main", "dev", graveler.MergeParams{}); !errors.Is(err, graveler.ErrDirtyBranch) {
+		if _, _, err := f.g.Merge(f.ctx, f.repo, "main", "dev", graveler.MergeParams{}); !errors.Is(err, graveler.ErrDirtyBranch) {
 			t.Fatalf("merge into dirty: %v", err)
 		}
 		if err := f.g.Reset(f.ctx, f.repo, "main", graveler.ResetTypeAll, nil); err != nil {
 			t.Fatal(err)
 		}
-		m, err := f.g.Merge(f.ctx, f.repo, "main", "dev", graveler.MergeParams{})
+		m, _, err := f.g.Merge(f.ctx, f.repo, "main", "dev", graveler.MergeParams{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -388,7 +388,7 @@ func TestMergeRevertCherryPick(t *testing.T) {
 		}
 		f.want("main", "a", "dev")
 		f.want("main", "d", "main")
-		if _, err := f.g.Merge(f.ctx, f.repo, "main", "dev", graveler.MergeParams{}); !errors.Is(err, graveler.ErrNothingToMerge) || !errors.Is(err, graveler.ErrNoChanges) {
+		if _, _, err := f.g.Merge(f.ctx, f.repo, "main", "dev", graveler.MergeParams{}); !errors.Is(err, graveler.ErrNothingToMerge) || !errors.Is(err, graveler.ErrNoChanges) {
 			t.Fatalf("merge again: %v", err)
 		}
 
@@ -397,12 +397,12 @@ func TestMergeRevertCherryPick(t *testing.T) {
 		f.commit("main", "main b")
 		f.set("dev", "b", "dev-side")
 		f.commit("dev", "dev b")
-		_, err = f.g.Merge(f.ctx, f.repo, "main", "dev", graveler.MergeParams{})
+		_, _, err = f.g.Merge(f.ctx, f.repo, "main", "dev", graveler.MergeParams{})
 		conflict, ok := errors.AsType[*graveler.MergeConflictError](err)
 		if !ok || !errors.Is(err, graveler.ErrMergeConflict) || len(conflict.Keys) != 1 || string(conflict.Keys[0]) != "b" {
 			t.Fatalf("conflict: %v", err)
 		}
-		if _, err := f.g.Merge(f.ctx, f.repo, "main", "dev", graveler.MergeParams{Strategy: graveler.MergeStrategySourceWins}); err != nil {
+		if _, _, err := f.g.Merge(f.ctx, f.repo, "main", "dev", graveler.MergeParams{Strategy: graveler.MergeStrategySourceWins}); err != nil {
 			t.Fatal(err)
 		}
 		f.want("main", "b", "dev-side")
@@ -453,7 +453,8 @@ func TestDumpRestore(t *testing.T) {
 		}
 		f.set("dev", "b", "2")
 		f.commit("dev", "two")
-		if _, err := f.g.Merge(f.ctx, f.repo, "main", "dev", graveler.MergeParams{}); err != nil {
+		// A merge commit, so that the dump holds a commit of two parents.
+		if _, _, err := f.g.Merge(f.ctx, f.repo, "main", "dev", graveler.MergeParams{NoFastForward: true}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := f.g.CreateTag(f.ctx, f.repo, "v1", "main~1"); err != nil {

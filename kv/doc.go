@@ -19,4 +19,9 @@
 //
 // Optional abilities are separate interfaces probed at run time, as
 // database/sql/driver does: PartitionDropper, SetReader, MultiGetter.
+//
+// Revisions: every store notes the revision of each write it applied into
+// the Revisions of the write's context (WithRevisions, NoteWrite), and an
+// operation marks its decisive write (Effect), so a request can answer
+// with the revision at which its change became visible.
 package kv

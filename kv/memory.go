@@ -13,7 +13,9 @@ import (
 // MemoryStore is an in-memory, sorted Store for fast tests of logic above
 // kv. It enforces the same limits as a real store and gives the same
 // consistency (a scan reads in pages, so it interleaves with writers just as
-// a paged etcd scan does).
+// a paged etcd scan does). Its revisions (NoteWrite, Predicate.Version)
+// come from one counter that every write and every deletion advances, as
+// etcd's revision does; a SetAndRead advances it once per key written.
 type MemoryStore struct {
 	limits Limits
 
@@ -90,8 +92,13 @@ func (s *MemoryStore) write(ctx context.Context, partition, key, value []byte, p
 		return err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.writeLocked(partition, key, value, pred)
+	err := s.writeLocked(partition, key, value, pred)
+	rev := s.version
+	s.mu.Unlock()
+	if err == nil {
+		NoteWrite(ctx, rev)
+	}
+	return err
 }
 
 func (s *MemoryStore) writeLocked(partition, key, value []byte, pred *Predicate) error {
@@ -142,6 +149,8 @@ func (s *MemoryStore) SetAndRead(ctx context.Context, writes []Write, reads []Ke
 			return nil, err
 		}
 	}
+	// Each write took its own version; the last is the one the reads see.
+	NoteWrite(ctx, s.version)
 	return s.readLocked(reads), nil
 }
 
@@ -223,11 +232,16 @@ func (s *MemoryStore) remove(ctx context.Context, partition, key []byte, pred *P
 		}
 	}
 	if t != nil {
-		t.Delete(memItem{key: key})
+		if _, ok := t.Delete(memItem{key: key}); ok {
+			// A deletion takes a version of its own, as on etcd, so that
+			// its revision comes after every version of the key.
+			s.version++
+		}
 		if t.Len() == 0 {
 			delete(s.partitions, string(partition))
 		}
 	}
+	NoteWrite(ctx, s.version)
 	return nil
 }
 
@@ -312,6 +326,8 @@ func (s *MemoryStore) DropPartition(ctx context.Context, partition []byte) (int6
 		return 0, nil
 	}
 	delete(s.partitions, string(partition))
+	s.version++
+	NoteWrite(ctx, s.version)
 	return int64(t.Len()), nil
 }
 

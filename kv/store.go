@@ -21,7 +21,9 @@ var Absent = Predicate{}
 // number (etcd's ModRevision, a counter in memory). Version 0 means absent.
 func NewPredicate(version int64) Predicate { return Predicate{version: version} }
 
-// Version is for Store implementations: the version number given to NewPredicate.
+// Version is the version number given to NewPredicate: the revision of
+// the write that stored this version, the number NoteWrite reported for
+// it (see Revisions).
 func (p Predicate) Version() int64 { return p.version }
 
 // IsAbsent reports whether p is the predicate of a missing key.

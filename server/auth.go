@@ -2,9 +2,11 @@ package server
 
 import (
 	"bufio"
+	"context"
 	"crypto/sha256"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -44,7 +46,12 @@ func LoadTokens(path string) (*Tokens, error) {
 		return nil, fmt.Errorf("server: tokens file %s: %w", path, err)
 	}
 	if len(t.labels) == 0 {
-		return nil, fmt.Errorf("server: tokens file %s holds no token", path)
+		// The usual cause is a deployment's placeholder left unfilled, so
+		// name what to fill: on Kubernetes the file is the key of a Secret
+		// mounted in its directory.
+		return nil, fmt.Errorf("server: tokens file %s holds no token (only blank or # lines): add a line \"<token> <label>\"; "+
+			"with deploy/k8s it is key %q of the Secret graveler-tokens mounted at %s (overlays/s3 makes it from its secrets/tokens file)",
+			path, filepath.Base(path), filepath.Dir(path))
 	}
 	return t, nil
 }
@@ -62,4 +69,23 @@ func NewTokens(tokens map[string]string) *Tokens {
 func (t *Tokens) Lookup(token string) (string, bool) {
 	l, ok := t.labels[sha256.Sum256([]byte(token))]
 	return l, ok
+}
+
+type principalKey struct{}
+
+// withPrincipal records the label of the token a request authenticated
+// with ("" when the server requires none).
+func withPrincipal(ctx context.Context, label string) context.Context {
+	if label == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, principalKey{}, label)
+}
+
+// Principal returns the label of the bearer token the request of ctx
+// authenticated with, or "" when the server requires no token. It is the
+// committer of a commit whose request names none.
+func Principal(ctx context.Context) string {
+	p, _ := ctx.Value(principalKey{}).(string)
+	return p
 }

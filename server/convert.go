@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -107,11 +108,16 @@ func diffPB(d *graveler.Diff) *pb.Difference {
 	return &pb.Difference{Type: diffTypes[d.Type], Key: d.Key, Value: valuePB(d.Value), LeftIdentity: d.LeftIdentity}
 }
 
-func commitParams(o *pb.CommitOptions) graveler.CommitParams {
+// commitParams converts o; a request that names no committer commits as
+// the token it authenticated with.
+func commitParams(ctx context.Context, o *pb.CommitOptions) graveler.CommitParams {
 	p := graveler.CommitParams{
 		Committer:  o.GetCommitter(),
 		Message:    o.GetMessage(),
 		AllowEmpty: o.GetAllowEmpty(),
+	}
+	if p.Committer == "" {
+		p.Committer = Principal(ctx)
 	}
 	if len(o.GetMetadata()) > 0 {
 		p.Metadata = graveler.Metadata(o.GetMetadata())

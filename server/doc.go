@@ -5,9 +5,22 @@
 // parameters), and the one place where errors become gRPC statuses
 // (ToStatus): every error carries a google.rpc.ErrorInfo with an UPPER_SNAKE
 // reason and the resource in its metadata. NewGRPCServer adds the
-// interceptors (request id, per-request log line, Prometheus metrics,
-// bearer-token auth, error mapping, panic recovery), the standard health
-// service and server reflection.
+// interceptors (request id, access log as GRPCOptions.AccessLog chooses,
+// Prometheus metrics, bearer-token auth, error mapping, panic recovery),
+// the standard health service and server reflection. GetServerVersion
+// answers with package buildinfo's version.
+//
+// Revisions: every ref-changing handler runs on a context with a
+// kv.Revisions and answers with its revision, that of the operation's
+// decisive write (kv.Effect) or, when none was marked (a reset of a key
+// or a prefix), of its last write; 0 when it wrote nothing.
+//
+// WatchRefs serves the change feed (package feed) given in Config.Feed, one
+// subscription per stream; a server without one (its store is not etcd)
+// answers UNIMPLEMENTED (WATCH_UNSUPPORTED). The feed's errors map to
+// OUT_OF_RANGE (REVISION_COMPACTED with compact_revision in the metadata,
+// REVISION_IN_FUTURE), RESOURCE_EXHAUSTED (WATCH_TOO_SLOW, with
+// resume_revision) and UNAVAILABLE (SERVER_SHUTTING_DOWN).
 //
 // Ambiguous outcomes (graveler.ErrAmbiguous, kv.ErrAmbiguous: a write may or
 // may not have been applied) map to ABORTED with reason OUTCOME_UNKNOWN,

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"graveler/feed"
 	"graveler/graveler"
 	"graveler/kv"
 )
@@ -82,6 +83,11 @@ var reasons = []struct {
 	{kv.ErrKeyTooLarge, "KEY_TOO_LARGE"},
 	{kv.ErrValueTooLarge, "VALUE_TOO_LARGE"},
 	{ErrUnauthenticated, "UNAUTHENTICATED"},
+	{ErrWatchUnsupported, "WATCH_UNSUPPORTED"},
+	{feed.ErrCompacted, "REVISION_COMPACTED"},
+	{feed.ErrFutureRevision, "REVISION_IN_FUTURE"},
+	{feed.ErrTooSlow, "WATCH_TOO_SLOW"},
+	{feed.ErrClosed, "SERVER_SHUTTING_DOWN"},
 	// Category fallbacks.
 	{graveler.ErrNotFound, "NOT_FOUND"},
 	{graveler.ErrAlreadyExists, "ALREADY_EXISTS"},
@@ -97,6 +103,14 @@ func code(err error) codes.Code {
 	switch {
 	case errors.Is(err, ErrUnauthenticated):
 		return codes.Unauthenticated
+	case errors.Is(err, ErrWatchUnsupported):
+		return codes.Unimplemented
+	case errors.Is(err, feed.ErrCompacted), errors.Is(err, feed.ErrFutureRevision):
+		return codes.OutOfRange
+	case errors.Is(err, feed.ErrTooSlow):
+		return codes.ResourceExhausted
+	case errors.Is(err, feed.ErrClosed):
+		return codes.Unavailable
 	case errors.Is(err, context.DeadlineExceeded):
 		return codes.DeadlineExceeded
 	case errors.Is(err, context.Canceled):
@@ -146,6 +160,13 @@ func withResource(err error, kvs ...string) error {
 	return &resourceError{err: err, meta: meta}
 }
 
+// metadataError is an error that names what its ErrorInfo metadata must
+// carry (the feed's: compact_revision, resume_revision).
+type metadataError interface {
+	error
+	ErrorMetadata() map[string]string
+}
+
 // maxConflictKeys bounds the keys MERGE_CONFLICT lists in its metadata.
 const maxConflictKeys = 20
 
@@ -174,6 +195,11 @@ func ToStatus(err error, requestID string) *status.Status {
 		if errors.Is(err, r.err) {
 			reason = r.reason
 			break
+		}
+	}
+	if me, ok := errors.AsType[metadataError](err); ok {
+		for k, v := range me.ErrorMetadata() {
+			meta[k] = v
 		}
 	}
 	if mc, ok := errors.AsType[*graveler.MergeConflictError](err); ok {

@@ -212,8 +212,8 @@ func (w *emptyWorld) Diff(ctx context.Context, repo graveler.RepositoryID, left,
 	return nil, w.repo("Diff", repo, left, right)
 }
 
-func (w *emptyWorld) Merge(ctx context.Context, repo graveler.RepositoryID, dst graveler.BranchID, src graveler.Ref, p graveler.MergeParams) (graveler.CommitID, error) {
-	return "", w.repo("Merge", repo, dst, src)
+func (w *emptyWorld) Merge(ctx context.Context, repo graveler.RepositoryID, dst graveler.BranchID, src graveler.Ref, p graveler.MergeParams) (graveler.CommitID, bool, error) {
+	return "", false, w.repo("Merge", repo, dst, src)
 }
 
 func (w *emptyWorld) Revert(ctx context.Context, repo graveler.RepositoryID, b graveler.BranchID, r graveler.Ref, parent int, p graveler.CommitParams) (graveler.CommitID, error) {

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -60,8 +61,72 @@ type GRPCOptions struct {
 	// client pings every 10s or slower, also without active calls).
 	Keepalive       keepalive.ServerParameters
 	KeepalivePolicy keepalive.EnforcementPolicy
-	// Logger logs one line per request (default: no logs).
+	// Logger receives the access log (default: no logs); AccessLog
+	// chooses which calls it gets.
 	Logger *zap.Logger
+	// AccessLog chooses the calls logged (default AccessLogSampled).
+	// Health checks are never logged, whatever the mode.
+	AccessLog AccessLog
+	// AccessLogSampleEvery: in AccessLogSampled, one in this many calls
+	// that are neither failed nor slow is logged (default 100).
+	AccessLogSampleEvery int
+	// SlowCallThreshold: a unary call that takes longer is logged at warn
+	// in AccessLogSampled and AccessLogAll (default 1s; negative: no call
+	// counts as slow). Streams are long-lived by design and never count.
+	SlowCallThreshold time.Duration
+}
+
+// AccessLog chooses which calls the gRPC server logs. It is a flag.Value.
+type AccessLog int
+
+const (
+	// AccessLogSampled logs every failed call, every slow call, and one in
+	// GRPCOptions.AccessLogSampleEvery of the others, so that the log shows
+	// the traffic without a line per call.
+	AccessLogSampled AccessLog = iota
+	// AccessLogAll logs every call.
+	AccessLogAll
+	// AccessLogOff logs only the calls that failed on the server's side
+	// (see serverFault): their cause is in no other place, since a client
+	// sees only the request id.
+	AccessLogOff
+)
+
+var accessLogNames = [...]string{AccessLogSampled: "sampled", AccessLogAll: "all", AccessLogOff: "off"}
+
+func (a AccessLog) String() string {
+	if a < 0 || int(a) >= len(accessLogNames) {
+		return fmt.Sprintf("AccessLog(%d)", int(a))
+	}
+	return accessLogNames[a]
+}
+
+// Set parses "off", "sampled" or "all".
+func (a *AccessLog) Set(s string) error {
+	for i, n := range accessLogNames {
+		if strings.EqualFold(s, n) {
+			*a = AccessLog(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("access log mode %q: want off, sampled or all", s)
+}
+
+// healthPrefix is the health service's method prefix: probes arrive every
+// few seconds from every load balancer and kubelet, so they are never
+// logged and need no token.
+const healthPrefix = "/grpc.health.v1.Health/"
+
+// serverFault reports whether a call that ended with c failed on the
+// server's side (a bug, or the metadata store unreachable, slow or full)
+// rather than because of what the client asked.
+func serverFault(c codes.Code) bool {
+	switch c {
+	case codes.Internal, codes.Unknown, codes.DataLoss,
+		codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted:
+		return true
+	}
+	return false
 }
 
 // GRPC is a configured gRPC server with its health service.
@@ -89,7 +154,14 @@ func NewGRPCServer(srv *Server, o GRPCOptions) *GRPC {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
-	ob := &observer{log: o.Logger, tokens: o.Tokens, timeout: o.DefaultTimeout}
+	if o.AccessLogSampleEvery <= 0 {
+		o.AccessLogSampleEvery = 100
+	}
+	if o.SlowCallThreshold == 0 {
+		o.SlowCallThreshold = time.Second
+	}
+	ob := &observer{log: o.Logger, tokens: o.Tokens, timeout: o.DefaultTimeout,
+		mode: o.AccessLog, every: uint64(o.AccessLogSampleEvery), slow: o.SlowCallThreshold}
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(o.MaxRecvMsgSize),
 		grpc.MaxSendMsgSize(o.MaxSendMsgSize),
@@ -164,6 +236,11 @@ type observer struct {
 	log     *zap.Logger
 	tokens  *Tokens
 	timeout time.Duration
+	mode    AccessLog
+	every   uint64
+	slow    time.Duration // negative: off
+	// calls counts the calls that sampling may pass over.
+	calls atomic.Uint64
 }
 
 type requestIDKey struct{}
@@ -200,7 +277,7 @@ func requestID(ctx context.Context) string {
 }
 
 func (o *observer) authenticate(ctx context.Context, method string) (string, error) {
-	if o.tokens == nil || strings.HasPrefix(method, "/grpc.health.v1.Health/") {
+	if o.tokens == nil || strings.HasPrefix(method, healthPrefix) {
 		return "", nil
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
@@ -229,8 +306,9 @@ func call(f func() error) (err error) {
 	return f()
 }
 
-// finish converts err into a status, logs the request and records metrics.
-func (o *observer) finish(method, repo, rid, principal string, start time.Time, err error) error {
+// finish converts err into a status, logs the request as o.mode says and
+// records metrics.
+func (o *observer) finish(method, repo, rid, principal string, unary bool, start time.Time, err error) error {
 	st := ToStatus(err, rid)
 	c := codes.OK
 	if st != nil {
@@ -240,6 +318,19 @@ func (o *observer) finish(method, repo, rid, principal string, start time.Time, 
 	short := method[strings.LastIndexByte(method, '/')+1:]
 	requestsTotal.WithLabelValues(short, c.String()).Inc()
 	requestSeconds.WithLabelValues(short).Observe(d.Seconds())
+	slow := unary && o.slow > 0 && d > o.slow
+	var sampled bool
+	switch {
+	case strings.HasPrefix(method, healthPrefix):
+		return st.Err()
+	case o.mode == AccessLogOff && !serverFault(c):
+		return st.Err()
+	case o.mode == AccessLogSampled && c == codes.OK && !slow:
+		if (o.calls.Add(1)-1)%o.every != 0 {
+			return st.Err()
+		}
+		sampled = o.every > 1
+	}
 	fields := []zap.Field{
 		zap.String("method", method), zap.String("repository", repo),
 		zap.String("code", c.String()), zap.Duration("duration", d), zap.String("request_id", rid),
@@ -247,16 +338,21 @@ func (o *observer) finish(method, repo, rid, principal string, start time.Time, 
 	if principal != "" {
 		fields = append(fields, zap.String("principal", principal))
 	}
-	switch c {
-	case codes.OK:
-		o.log.Info("request", fields...)
-	case codes.Internal:
-		o.log.Error("request", append(fields, zap.Error(err))...)
-	default:
-		o.log.Info("request", append(fields, zap.String("error", st.Message()))...)
+	if sampled {
+		// This line stands for about this many calls like it.
+		fields = append(fields, zap.Uint64("sampled_one_in", o.every))
 	}
-	if st == nil {
-		return nil
+	switch {
+	case c == codes.Internal || c == codes.Unknown || c == codes.DataLoss:
+		o.log.Error("request", append(fields, zap.Error(err))...)
+	case serverFault(c):
+		o.log.Warn("request", append(fields, zap.String("error", st.Message()))...)
+	case c != codes.OK:
+		o.log.Info("request", append(fields, zap.String("error", st.Message()))...)
+	case slow:
+		o.log.Warn("slow request", append(fields, zap.Duration("threshold", o.slow))...)
+	default:
+		o.log.Info("request", fields...)
 	}
 	return st.Err()
 }
@@ -269,6 +365,7 @@ func (o *observer) unary(ctx context.Context, req any, info *grpc.UnaryServerInf
 	var resp any
 	principal, err := o.authenticate(ctx, info.FullMethod)
 	if err == nil {
+		ctx = withPrincipal(ctx, principal)
 		if _, has := ctx.Deadline(); !has && o.timeout > 0 {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, o.timeout)
@@ -280,7 +377,7 @@ func (o *observer) unary(ctx context.Context, req any, info *grpc.UnaryServerInf
 			return herr
 		})
 	}
-	return resp, o.finish(info.FullMethod, repositoryOf(req), rid, principal, start, err)
+	return resp, o.finish(info.FullMethod, repositoryOf(req), rid, principal, true, start, err)
 }
 
 // observedStream carries the request id in its context and remembers the
@@ -308,9 +405,10 @@ func (o *observer) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServer
 	ws := &observedStream{ServerStream: ss, ctx: context.WithValue(ss.Context(), requestIDKey{}, rid)}
 	principal, err := o.authenticate(ws.ctx, info.FullMethod)
 	if err == nil {
+		ws.ctx = withPrincipal(ws.ctx, principal)
 		err = call(func() error { return handler(srv, ws) })
 	}
-	return o.finish(info.FullMethod, repositoryOf(ws.first), rid, principal, start, err)
+	return o.finish(info.FullMethod, repositoryOf(ws.first), rid, principal, false, start, err)
 }
 
 // repositoryOf names the repository a request addresses, for the logs.

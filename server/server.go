@@ -14,7 +14,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "graveler/api/graveler/v1"
+	"graveler/feed"
 	"graveler/graveler"
+	"graveler/kv"
 )
 
 // Config shapes a Server. Zero values take the defaults noted.
@@ -30,6 +32,9 @@ type Config struct {
 	PageTokenKey []byte
 	// MaxBatchEntries bounds BatchPutEntries (default 1000).
 	MaxBatchEntries int
+	// Feed serves WatchRefs (nil: WatchRefs answers UNIMPLEMENTED). Only a
+	// server on etcd has one; its owner closes it.
+	Feed *feed.Feed
 }
 
 // Server implements pb.GravelerServiceServer on a Service. Handlers return
@@ -70,6 +75,7 @@ const (
 // --- repositories
 
 func (s *Server) CreateRepository(ctx context.Context, req *pb.CreateRepositoryRequest) (*pb.CreateRepositoryResponse, error) {
+	ctx, rev := kv.WithRevisions(ctx)
 	id := graveler.RepositoryID(req.GetRepositoryId())
 	name := RepositoryName(id)
 	if err := graveler.ValidateRepositoryID(id); err != nil {
@@ -94,7 +100,7 @@ func (s *Server) CreateRepository(ctx context.Context, req *pb.CreateRepositoryR
 	if err != nil {
 		return nil, withResource(err, "repository", name)
 	}
-	return &pb.CreateRepositoryResponse{Repository: repositoryPB(rec)}, nil
+	return &pb.CreateRepositoryResponse{Repository: repositoryPB(rec), Revision: rev.Revision()}, nil
 }
 
 func (s *Server) GetRepository(ctx context.Context, req *pb.GetRepositoryRequest) (*pb.GetRepositoryResponse, error) {
@@ -129,6 +135,7 @@ func (s *Server) ListRepositories(ctx context.Context, req *pb.ListRepositoriesR
 }
 
 func (s *Server) DeleteRepository(ctx context.Context, req *pb.DeleteRepositoryRequest) (*pb.DeleteRepositoryResponse, error) {
+	ctx, rev := kv.WithRevisions(ctx)
 	repo, err := parseRepository(req.GetName())
 	if err == nil {
 		err = s.svc.DeleteRepository(ctx, repo)
@@ -136,12 +143,13 @@ func (s *Server) DeleteRepository(ctx context.Context, req *pb.DeleteRepositoryR
 	if err != nil {
 		return nil, withResource(err, "repository", req.GetName())
 	}
-	return &pb.DeleteRepositoryResponse{}, nil
+	return &pb.DeleteRepositoryResponse{Revision: rev.Revision()}, nil
 }
 
 // --- branches
 
 func (s *Server) CreateBranch(ctx context.Context, req *pb.CreateBranchRequest) (*pb.CreateBranchResponse, error) {
+	ctx, rev := kv.WithRevisions(ctx)
 	repo, err := parseRepository(req.GetParent())
 	if err != nil {
 		return nil, withResource(err, "repository", req.GetParent())
@@ -159,7 +167,7 @@ func (s *Server) CreateBranch(ctx context.Context, req *pb.CreateBranchRequest) 
 	if err != nil {
 		return nil, withResource(err, "repository", req.GetParent(), "branch", name, "ref", string(src))
 	}
-	return &pb.CreateBranchResponse{Branch: branchPB(repo, rec)}, nil
+	return &pb.CreateBranchResponse{Branch: branchPB(repo, rec), Revision: rev.Revision()}, nil
 }
 
 func (s *Server) GetBranch(ctx context.Context, req *pb.GetBranchRequest) (*pb.GetBranchResponse, error) {
@@ -198,6 +206,7 @@ func (s *Server) ListBranches(ctx context.Context, req *pb.ListBranchesRequest) 
 }
 
 func (s *Server) DeleteBranch(ctx context.Context, req *pb.DeleteBranchRequest) (*pb.DeleteBranchResponse, error) {
+	ctx, rev := kv.WithRevisions(ctx)
 	repo, branch, err := parseBranch(req.GetName())
 	if err == nil {
 		err = s.svc.DeleteBranch(ctx, repo, branch)
@@ -205,10 +214,11 @@ func (s *Server) DeleteBranch(ctx context.Context, req *pb.DeleteBranchRequest) 
 	if err != nil {
 		return nil, withResource(err, "repository", RepositoryName(repo), "branch", req.GetName())
 	}
-	return &pb.DeleteBranchResponse{}, nil
+	return &pb.DeleteBranchResponse{Revision: rev.Revision()}, nil
 }
 
 func (s *Server) ResetHard(ctx context.Context, req *pb.ResetHardRequest) (*pb.ResetHardResponse, error) {
+	ctx, rev := kv.WithRevisions(ctx)
 	repo, branch, err := parseBranch(req.GetName())
 	if err != nil {
 		return nil, withResource(err, "branch", req.GetName())
@@ -224,7 +234,7 @@ func (s *Server) ResetHard(ctx context.Context, req *pb.ResetHardRequest) (*pb.R
 	if err != nil {
 		return nil, withResource(err, "repository", RepositoryName(repo), "branch", req.GetName(), "ref", string(ref), "etag", req.GetEtag())
 	}
-	return &pb.ResetHardResponse{Branch: branchPB(repo, rec)}, nil
+	return &pb.ResetHardResponse{Branch: branchPB(repo, rec), Revision: rev.Revision()}, nil
 }
 
 var resetTypes = map[pb.ResetScope]graveler.ResetType{
@@ -234,6 +244,7 @@ var resetTypes = map[pb.ResetScope]graveler.ResetType{
 }
 
 func (s *Server) Reset(ctx context.Context, req *pb.ResetRequest) (*pb.ResetResponse, error) {
+	ctx, rev := kv.WithRevisions(ctx)
 	repo, branch, err := parseBranch(req.GetBranch())
 	if err != nil {
 		return nil, withResource(err, "branch", req.GetBranch())
@@ -248,12 +259,13 @@ func (s *Server) Reset(ctx context.Context, req *pb.ResetRequest) (*pb.ResetResp
 	if err := s.svc.Reset(ctx, repo, branch, typ, req.GetKey()); err != nil {
 		return nil, withResource(err, "repository", RepositoryName(repo), "branch", req.GetBranch())
 	}
-	return &pb.ResetResponse{}, nil
+	return &pb.ResetResponse{Revision: rev.Revision()}, nil
 }
 
 // --- tags
 
 func (s *Server) CreateTag(ctx context.Context, req *pb.CreateTagRequest) (*pb.CreateTagResponse, error) {
+	ctx, rev := kv.WithRevisions(ctx)
 	repo, err := parseRepository(req.GetParent())
 	if err != nil {
 		return nil, withResource(err, "repository", req.GetParent())
@@ -271,7 +283,7 @@ func (s *Server) CreateTag(ctx context.Context, req *pb.CreateTagRequest) (*pb.C
 	if err != nil {
 		return nil, withResource(err, "repository", req.GetParent(), "tag", name, "ref", string(ref))
 	}
-	return &pb.CreateTagResponse{Tag: tagPB(repo, &graveler.TagRecord{TagID: tag, CommitID: id})}, nil
+	return &pb.CreateTagResponse{Tag: tagPB(repo, &graveler.TagRecord{TagID: tag, CommitID: id}), Revision: rev.Revision()}, nil
 }
 
 func (s *Server) GetTag(ctx context.Context, req *pb.GetTagRequest) (*pb.GetTagResponse, error) {
@@ -310,6 +322,7 @@ func (s *Server) ListTags(ctx context.Context, req *pb.ListTagsRequest) (*pb.Lis
 }
 
 func (s *Server) DeleteTag(ctx context.Context, req *pb.DeleteTagRequest) (*pb.DeleteTagResponse, error) {
+	ctx, rev := kv.WithRevisions(ctx)
 	repo, tag, err := parseTag(req.GetName())
 	if err == nil {
 		err = s.svc.DeleteTag(ctx, repo, tag)
@@ -317,7 +330,7 @@ func (s *Server) DeleteTag(ctx context.Context, req *pb.DeleteTagRequest) (*pb.D
 	if err != nil {
 		return nil, withResource(err, "repository", RepositoryName(repo), "tag", req.GetName())
 	}
-	return &pb.DeleteTagResponse{}, nil
+	return &pb.DeleteTagResponse{Revision: rev.Revision()}, nil
 }
 
 // --- commits and history
@@ -634,19 +647,20 @@ func (s *Server) commitResult(ctx context.Context, repo graveler.RepositoryID, i
 }
 
 func (s *Server) Commit(ctx context.Context, req *pb.CommitRequest) (*pb.CommitResponse, error) {
+	ctx, rev := kv.WithRevisions(ctx)
 	repo, branch, err := parseBranch(req.GetBranch())
 	if err != nil {
 		return nil, withResource(err, "branch", req.GetBranch())
 	}
 	var c *pb.Commit
-	id, err := s.svc.Commit(ctx, repo, branch, commitParams(req.GetOptions()))
+	id, err := s.svc.Commit(ctx, repo, branch, commitParams(ctx, req.GetOptions()))
 	if err == nil {
 		c, err = s.commitResult(ctx, repo, id)
 	}
 	if err != nil {
 		return nil, withResource(err, "repository", RepositoryName(repo), "branch", req.GetBranch())
 	}
-	return &pb.CommitResponse{Commit: c}, nil
+	return &pb.CommitResponse{Commit: c, Revision: rev.Revision()}, nil
 }
 
 // diffPage reads up to n differences after the cursor key and reports
@@ -799,6 +813,7 @@ var mergeStrategies = map[pb.MergeStrategy]graveler.MergeStrategy{
 }
 
 func (s *Server) Merge(ctx context.Context, req *pb.MergeRequest) (*pb.MergeResponse, error) {
+	ctx, rev := kv.WithRevisions(ctx)
 	repo, branch, err := parseBranch(req.GetDestination())
 	if err != nil {
 		return nil, withResource(err, "branch", req.GetDestination())
@@ -815,14 +830,14 @@ func (s *Server) Merge(ctx context.Context, req *pb.MergeRequest) (*pb.MergeResp
 		return nil, res(fmt.Errorf("%w: unknown merge strategy %d", graveler.ErrInvalidArgument, req.GetStrategy()))
 	}
 	var c *pb.Commit
-	id, err := s.svc.Merge(ctx, repo, branch, src, graveler.MergeParams{CommitParams: commitParams(req.GetOptions()), Strategy: strategy})
+	id, ff, err := s.svc.Merge(ctx, repo, branch, src, graveler.MergeParams{CommitParams: commitParams(ctx, req.GetOptions()), Strategy: strategy, NoFastForward: req.GetNoFf()})
 	if err == nil {
 		c, err = s.commitResult(ctx, repo, id)
 	}
 	if err != nil {
 		return nil, res(err)
 	}
-	return &pb.MergeResponse{Commit: c}, nil
+	return &pb.MergeResponse{Commit: c, Revision: rev.Revision(), FastForward: ff}, nil
 }
 
 type pickFunc func(ctx context.Context, repo graveler.RepositoryID, branch graveler.BranchID, ref graveler.Ref, parentNumber int, params graveler.CommitParams) (graveler.CommitID, error)
@@ -843,7 +858,7 @@ func (s *Server) pick(ctx context.Context, f pickFunc, branchName, refStr string
 		return nil, res(fmt.Errorf("%w: parent_number %d is negative", graveler.ErrInvalidArgument, parent))
 	}
 	var c *pb.Commit
-	id, err := f(ctx, repo, branch, ref, int(parent), commitParams(opts))
+	id, err := f(ctx, repo, branch, ref, int(parent), commitParams(ctx, opts))
 	if err == nil {
 		c, err = s.commitResult(ctx, repo, id)
 	}
@@ -851,19 +866,21 @@ func (s *Server) pick(ctx context.Context, f pickFunc, branchName, refStr string
 }
 
 func (s *Server) Revert(ctx context.Context, req *pb.RevertRequest) (*pb.RevertResponse, error) {
+	ctx, rev := kv.WithRevisions(ctx)
 	c, err := s.pick(ctx, s.svc.Revert, req.GetBranch(), req.GetRef(), req.GetParentNumber(), req.GetOptions())
 	if err != nil {
 		return nil, err
 	}
-	return &pb.RevertResponse{Commit: c}, nil
+	return &pb.RevertResponse{Commit: c, Revision: rev.Revision()}, nil
 }
 
 func (s *Server) CherryPick(ctx context.Context, req *pb.CherryPickRequest) (*pb.CherryPickResponse, error) {
+	ctx, rev := kv.WithRevisions(ctx)
 	c, err := s.pick(ctx, s.svc.CherryPick, req.GetBranch(), req.GetRef(), req.GetParentNumber(), req.GetOptions())
 	if err != nil {
 		return nil, err
 	}
-	return &pb.CherryPickResponse{Commit: c}, nil
+	return &pb.CherryPickResponse{Commit: c, Revision: rev.Revision()}, nil
 }
 
 // --- dump and restore
@@ -967,10 +984,11 @@ func (s *Server) RestoreRefs(stream grpc.ClientStreamingServer[pb.RestoreRefsReq
 			}
 		}
 	}
-	if err := s.svc.RestoreRefs(stream.Context(), repo, iter.Seq2[*graveler.RefsRecord, error](records)); err != nil {
+	ctx, rev := kv.WithRevisions(stream.Context())
+	if err := s.svc.RestoreRefs(ctx, repo, iter.Seq2[*graveler.RefsRecord, error](records)); err != nil {
 		return withResource(err, "repository", first.GetRepository())
 	}
-	return stream.SendAndClose(&pb.RestoreRefsResponse{Records: count})
+	return stream.SendAndClose(&pb.RestoreRefsResponse{Records: count, Revision: rev.Revision()})
 }
 
 // --- helpers

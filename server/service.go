@@ -42,7 +42,7 @@ type Service interface {
 	Reset(ctx context.Context, repo graveler.RepositoryID, branch graveler.BranchID, typ graveler.ResetType, key graveler.Key) error
 	DiffUncommitted(ctx context.Context, repo graveler.RepositoryID, branch graveler.BranchID) (graveler.DiffIterator, error)
 	Diff(ctx context.Context, repo graveler.RepositoryID, left, right graveler.Ref) (graveler.DiffIterator, error)
-	Merge(ctx context.Context, repo graveler.RepositoryID, destination graveler.BranchID, source graveler.Ref, params graveler.MergeParams) (graveler.CommitID, error)
+	Merge(ctx context.Context, repo graveler.RepositoryID, destination graveler.BranchID, source graveler.Ref, params graveler.MergeParams) (graveler.CommitID, bool, error)
 	Revert(ctx context.Context, repo graveler.RepositoryID, branch graveler.BranchID, ref graveler.Ref, parentNumber int, params graveler.CommitParams) (graveler.CommitID, error)
 	CherryPick(ctx context.Context, repo graveler.RepositoryID, branch graveler.BranchID, ref graveler.Ref, parentNumber int, params graveler.CommitParams) (graveler.CommitID, error)
 

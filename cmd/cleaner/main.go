@@ -1,13 +1,23 @@
 // Command cleaner reclaims what repository deletes and commits leave in
-// etcd (package graveler/cleaner). With --once it makes one bounded pass,
-// prints a JSON summary on stdout and exits 0, or 1 when a step failed
-// (the next run retries it) or a record could not be decoded and was
-// skipped (an operator must repair or remove it); bad flags exit 2.
-// Without --once it runs a pass every --interval while it leads an
-// election among replicas, and serves Prometheus metrics on
-// --metrics-addr. Every flag has a GRAVELER_* environment variable
-// (--etcd-endpoints: GRAVELER_ETCD_ENDPOINTS); a flag on the command line
-// wins. SIGINT/SIGTERM stop it.
+// etcd (package graveler/cleaner). It first checks that etcd answers
+// within --etcd-dial-timeout and exits 1 naming the endpoints and the
+// cause when it does not. With --once it then makes one bounded pass,
+// prints a JSON summary on stdout and exits:
+//
+//	0  the pass finished and nothing failed;
+//	1  etcd unreachable, the pass failed, a step failed (the next run
+//	   retries it), or a record could not be decoded and was skipped (an
+//	   operator must repair or remove it);
+//	2  bad flags;
+//	3  the pass stopped at --max-keys or --timeout with nothing failed
+//	   (the next run continues where it stopped).
+//
+// Any exit but 0 is explained by the last line on stderr. Without --once
+// it runs a pass every --interval while it leads an election among
+// replicas, and serves Prometheus metrics on --metrics-addr. Every flag
+// but --version has a GRAVELER_* environment variable (--etcd-endpoints:
+// GRAVELER_ETCD_ENDPOINTS); a flag on the command line wins.
+// SIGINT/SIGTERM stop it.
 package main
 
 import (
@@ -21,14 +31,21 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
+	"graveler/buildinfo"
 	"graveler/cleaner"
 	"graveler/etcdkv"
 	"graveler/graveler/ref"
@@ -40,6 +57,17 @@ func main() {
 	stop()
 	os.Exit(code)
 }
+
+// Exit codes of --once (and the code 1 for every failure to start).
+const (
+	exitOK         = 0
+	exitFailed     = 1
+	exitUsage      = 2
+	exitIncomplete = 3
+)
+
+// errVersion: --version was given; run prints the version and exits 0.
+var errVersion = errors.New("version requested")
 
 func envName(flagName string) string {
 	return "GRAVELER_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
@@ -60,7 +88,9 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 	fs := flag.NewFlagSet("cleaner", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var endpoints string
-	fs.BoolVar(&c.once, "once", false, "make one pass, print a summary and exit (for a CronJob)")
+	var version bool
+	fs.BoolVar(&version, "version", false, "print the version and exit")
+	fs.BoolVar(&c.once, "once", false, "make one pass, print a summary and exit: 0 done, 1 failed, 3 stopped at --max-keys or --timeout (for a CronJob)")
 	fs.DurationVar(&c.cleaner.Interval, "interval", cleaner.DefaultInterval, "pause between passes in daemon mode")
 	fs.StringVar(&endpoints, "etcd-endpoints", "", "comma-separated etcd endpoints (required)")
 	fs.StringVar(&c.etcd.Prefix, "etcd-prefix", etcdkv.DefaultPrefix, "root prefix of every key in etcd (gravelerd's)")
@@ -69,7 +99,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 	fs.StringVar(&c.etcd.TLS.KeyFile, "etcd-key", "", "etcd client key file")
 	fs.StringVar(&c.etcd.Username, "etcd-username", "", "etcd username")
 	fs.StringVar(&c.etcd.Password, "etcd-password", "", "etcd password (prefer the environment variable)")
-	fs.DurationVar(&c.etcd.DialTimeout, "etcd-dial-timeout", 5*time.Second, "etcd dial timeout")
+	fs.DurationVar(&c.etcd.DialTimeout, "etcd-dial-timeout", 5*time.Second, "bound on reaching etcd at start: no answer within it (wrong endpoint, TLS mismatch, etcd down) exits 1 naming the cause")
 	fs.DurationVar(&c.etcd.RequestTimeout, "etcd-request-timeout", etcdkv.DefaultRequestTimeout, "bound on each attempt of an etcd request: a read that runs out is sent again, a write settled (negative: only --timeout)")
 	fs.DurationVar(&c.etcd.DialKeepAliveTime, "etcd-keepalive-time", etcdkv.DefaultDialKeepAliveTime, "silence on a connection with requests in flight before the client pings the etcd member (at least 10s; negative: no pings)")
 	fs.DurationVar(&c.etcd.DialKeepAliveTimeout, "etcd-keepalive-timeout", etcdkv.DefaultDialKeepAliveTimeout, "unanswered ping after which the connection to an etcd member is closed")
@@ -81,21 +111,29 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 	fs.BoolVar(&c.cleaner.DryRun, "dry-run", false, "change nothing; report what would be reclaimed")
 	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "address serving Prometheus /metrics in daemon mode (empty: off)")
 	fs.IntVar(&c.electionTTL, "election-ttl", 15, "seconds a dead leader keeps leadership before another replica takes over")
-	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&c.logLevel, "log-level", "info", "least level logged (JSON on stderr): debug, info, warn or error")
 	// Environment variables become the defaults, so explicit flags win.
 	var envErrs []error
 	fs.VisitAll(func(f *flag.Flag) {
+		if f.Name == "version" {
+			return // a GRAVELER_VERSION set for another purpose must not stop the cleaner
+		}
 		if v := getenv(envName(f.Name)); v != "" {
 			if err := f.Value.Set(v); err != nil {
 				envErrs = append(envErrs, fmt.Errorf("%s=%q: %w", envName(f.Name), v, err))
 			}
 		}
 	})
+	// Before Parse, so that --help (which deploy checks run with the
+	// manifests' variables) also rejects a bad variable.
 	if err := errors.Join(envErrs...); err != nil {
 		return c, err
 	}
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	if version {
+		return c, errVersion
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
@@ -116,6 +154,8 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 		return c, errors.New("--etcd-username and --etcd-password must be given together")
 	case c.cleaner.MaxKeys < 0, c.cleaner.Timeout < 0, c.cleaner.Interval <= 0, c.electionTTL <= 0:
 		return c, errors.New("--max-keys, --timeout, --interval and --election-ttl must not be negative (--interval, --election-ttl above 0)")
+	case c.etcd.DialTimeout <= 0:
+		return c, errors.New("--etcd-dial-timeout must be above 0")
 	}
 	if _, err := zapcore.ParseLevel(c.logLevel); err != nil {
 		return c, fmt.Errorf("--log-level: %w", err)
@@ -126,25 +166,38 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	cfg, err := parse(args, getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
-		return 0
+		return exitOK
+	}
+	if errors.Is(err, errVersion) {
+		fmt.Fprintln(stdout, buildinfo.String("cleaner"))
+		return exitOK
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "cleaner:", err)
-		return 2
+		return exitUsage
 	}
 	level, _ := zapcore.ParseLevel(cfg.logLevel)
 	enc := zap.NewProductionEncoderConfig()
 	enc.EncodeTime = zapcore.ISO8601TimeEncoder
 	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.AddSync(stderr), level))
 	defer func() { _ = log.Sync() }()
+	log.Info("cleaner starting", zap.String("version", buildinfo.Version), zap.String("go_version", buildinfo.GoVersion()),
+		zap.Bool("once", cfg.once), zap.Bool("dry_run", cfg.cleaner.DryRun))
 
 	cfg.etcd.Logger = log
 	store, err := etcdkv.New(ctx, cfg.etcd)
 	if err != nil {
-		log.Error("cleaner: connect to etcd", zap.Error(err))
-		return 1
+		// A configuration the client refuses (unreadable TLS files, ...):
+		// nothing was sent yet.
+		log.Error("cleaner: etcd client for " + strings.Join(cfg.etcd.Endpoints, ",") + ": " + err.Error())
+		return exitFailed
 	}
 	defer store.Close()
+	if err := reach(ctx, store.Client(), store.Prefix()+"/", cfg.etcd.DialTimeout); err != nil {
+		log.Error("cleaner: cannot reach etcd at "+strings.Join(cfg.etcd.Endpoints, ",")+": "+err.Error(),
+			zap.Duration("etcd_dial_timeout", cfg.etcd.DialTimeout))
+		return exitFailed
+	}
 	cfg.cleaner.Logger = log
 	cfg.cleaner.Lister = store
 
@@ -152,10 +205,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		sum, err := cleaner.New(store, cfg.cleaner).RunOnce(ctx)
 		out, _ := json.Marshal(sum)
 		fmt.Fprintln(stdout, string(out))
-		if err != nil || sum.Errors > 0 || sum.SkippedRecords > 0 {
-			return 1
+		code, why := onceOutcome(sum, err, cfg.cleaner)
+		if code != exitOK {
+			log.Error("cleaner: exit "+strconv.Itoa(code)+": "+why, zap.Int("exit_code", code))
 		}
-		return 0
+		return code
 	}
 
 	host, _ := os.Hostname()
@@ -177,7 +231,72 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	log.Info("cleaner: daemon started", zap.String("id", id), zap.Duration("interval", cfg.cleaner.Interval))
 	if err := cleaner.New(store, cfg.cleaner).Run(ctx); err != nil {
 		log.Error("cleaner: stopped", zap.Error(err))
-		return 1
+		return exitFailed
 	}
-	return 0
+	return exitOK
+}
+
+// reach checks that etcd answers a read of key within d, so that a wrong
+// endpoint, a TLS mismatch or a cluster without a leader ends the process
+// at once with the cause: the client waits for a connection as long as a
+// request's context lasts, so a pass would otherwise wait for its
+// --timeout, or for ever, and report nothing.
+//
+// It reads through the client's connection rather than its KV API, which
+// waits for a connection until the deadline and then reports only the
+// context's error. Here each read fails as soon as no connection can be
+// made, with gRPC's error naming why (connection refused, TLS handshake),
+// and is sent again until d runs out: a member that is starting gets its
+// chance, and the last cause is what the operator reads.
+func reach(ctx context.Context, cli *clientv3.Client, key string, d time.Duration) error {
+	rctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	kv := etcdserverpb.NewKVClient(cli.ActiveConnection())
+	var last error
+	for {
+		_, err := kv.Range(rctx, &etcdserverpb.RangeRequest{Key: []byte(key), CountOnly: true}, grpc.WaitForReady(false))
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case rctx.Err() == nil && status.Code(err) != codes.Unavailable:
+			return err // etcd answered: authentication, permission, ...
+		}
+		if last == nil || rctx.Err() == nil {
+			last = err // not the deadline's own error, if a cause came before it
+		}
+		select {
+		case <-rctx.Done():
+			msg := status.Convert(last).Message()
+			if strings.Contains(msg, "handshake") {
+				msg += " (a TLS mismatch? an https:// endpoint or --etcd-ca/--etcd-cert/--etcd-key need TLS on the server, an http:// endpoint talks plaintext)"
+			}
+			return fmt.Errorf("no answer within --etcd-dial-timeout=%v: %s", d, msg)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// onceOutcome turns a pass's result into the exit code and its reason.
+func onceOutcome(sum cleaner.Summary, err error, cfg cleaner.Config) (int, string) {
+	switch {
+	case err != nil:
+		return exitFailed, "pass failed: " + err.Error()
+	case sum.Errors > 0:
+		first := ""
+		if len(sum.Failures) > 0 {
+			first = "; the first: " + sum.Failures[0]
+		}
+		return exitFailed, fmt.Sprintf("%d steps failed and are retried by the next run%s", sum.Errors, first)
+	case sum.SkippedRecords > 0:
+		return exitFailed, fmt.Sprintf("%d records could not be decoded and were skipped (see the \"undecodable record skipped\" lines): repair or remove them", sum.SkippedRecords)
+	case sum.Incomplete && sum.StoppedBy == cleaner.StoppedByMaxKeys:
+		return exitIncomplete, fmt.Sprintf("pass incomplete: stopped at --max-keys=%d; the next run continues", cfg.MaxKeys)
+	case sum.Incomplete && sum.StoppedBy == cleaner.StoppedByTimeout:
+		return exitIncomplete, fmt.Sprintf("pass incomplete: stopped at --timeout=%v; the next run continues", cfg.Timeout)
+	case sum.Incomplete:
+		return exitIncomplete, "pass incomplete (" + sum.StoppedBy + "); the next run continues"
+	}
+	return exitOK, ""
 }

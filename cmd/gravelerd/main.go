@@ -3,6 +3,7 @@
 // on 127.0.0.1:7070. Every flag has a GRAVELER_* environment variable
 // (flag --etcd-endpoints: GRAVELER_ETCD_ENDPOINTS); a flag given on the
 // command line wins over its variable. SIGINT/SIGTERM shut down gracefully.
+// --version prints the build's version and exits.
 package main
 
 import (
@@ -10,12 +11,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
 	"time"
 
+	"graveler/buildinfo"
 	"graveler/etcdkv"
 	"graveler/graveler"
 	"graveler/graveler/staging"
@@ -23,20 +26,26 @@ import (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:]))
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
+
+// errVersion: --version was given; run prints the version and exits 0.
+var errVersion = errors.New("version requested")
 
 func envName(flagName string) string {
 	return "GRAVELER_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
 // parse reads flags, with GRAVELER_* environment variables as defaults.
-func parse(args []string, getenv func(string) string) (daemon.Config, error) {
+func parse(args []string, getenv func(string) string, stderr io.Writer) (daemon.Config, error) {
 	var c daemon.Config
 	fs := flag.NewFlagSet("gravelerd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	var endpoints string
 	var dialTimeout, shutdown time.Duration
 	var cacheSize int64
+	var version bool
+	fs.BoolVar(&version, "version", false, "print the version and exit")
 	fs.StringVar(&c.ListenAddr, "listen", daemon.DefaultListenAddr, "gRPC listen address")
 	fs.StringVar(&c.DataDir, "data-dir", daemon.DefaultDataDir, "data directory (embedded etcd, file blob store, range cache)")
 	fs.StringVar(&endpoints, "etcd-endpoints", "", "comma-separated etcd endpoints (empty: embedded etcd under the data dir)")
@@ -57,7 +66,11 @@ func parse(args []string, getenv func(string) string) (daemon.Config, error) {
 	fs.StringVar(&c.TLSKeyFile, "tls-key", "", "TLS key file for the gRPC listener")
 	fs.StringVar(&c.TLSClientCAFile, "tls-client-ca", "", "CA file to require and verify client certificates (mTLS)")
 	fs.StringVar(&c.TokensFile, "tokens-file", "", "bearer tokens file (one token per line, optional label after a space)")
-	fs.StringVar(&c.MetricsAddr, "metrics-listen", "", "address serving /metrics and /debug/pprof (empty: off)")
+	fs.StringVar(&c.MetricsAddr, "metrics-listen", "", "address serving /metrics, and /debug/pprof with --enable-pprof (empty: off)")
+	fs.BoolVar(&c.EnablePprof, "enable-pprof", false, "serve Go's profiler under /debug/pprof/ on the metrics listener (keep that listener inside the cluster)")
+	fs.Var(&c.LogLevel, "log-level", "least `level` logged (JSON on stderr): debug, info (the default), warn or error")
+	fs.Var(&c.AccessLog, "access-log", "which calls are logged (`mode`): sampled (the default: failed and slow calls, and one in 100 others), all, or off (only calls that failed on the server's side); health checks never")
+	fs.DurationVar(&c.SlowCallThreshold, "slow-call-threshold", time.Second, "unary calls that take longer are logged at warn unless --access-log=off (negative: none)")
 	fs.DurationVar(&c.DefaultCallTimeout, "default-call-timeout", 0, "bound on unary calls that arrive without a deadline (0: none)")
 	fs.DurationVar(&shutdown, "shutdown-timeout", 30*time.Second, "bound on draining in-flight calls at shutdown")
 	fs.DurationVar(&c.BranchCacheTTL, "branch-cache-ttl", graveler.DefaultBranchCacheTTL, "how stale a writer's first branch read may be (negative: no cache)")
@@ -69,17 +82,25 @@ func parse(args []string, getenv func(string) string) (daemon.Config, error) {
 	// Environment variables become the defaults, so explicit flags win.
 	var envErrs []error
 	fs.VisitAll(func(f *flag.Flag) {
+		if f.Name == "version" {
+			return // a GRAVELER_VERSION set for another purpose must not stop the server
+		}
 		if v := getenv(envName(f.Name)); v != "" {
 			if err := f.Value.Set(v); err != nil {
 				envErrs = append(envErrs, fmt.Errorf("%s=%q: %w", envName(f.Name), v, err))
 			}
 		}
 	})
+	// Before Parse, so that --help (which deploy checks run with the
+	// manifests' variables) also rejects a bad variable.
 	if err := errors.Join(envErrs...); err != nil {
 		return c, err
 	}
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	if version {
+		return c, errVersion
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
@@ -93,20 +114,24 @@ func parse(args []string, getenv func(string) string) (daemon.Config, error) {
 	return c, c.Validate()
 }
 
-func run(args []string) int {
-	cfg, err := parse(args, os.Getenv)
+func run(args []string, stdout, stderr io.Writer) int {
+	cfg, err := parse(args, os.Getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
+	if errors.Is(err, errVersion) {
+		fmt.Fprintln(stdout, buildinfo.String("gravelerd"))
+		return 0
+	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "gravelerd:", err)
+		fmt.Fprintln(stderr, "gravelerd:", err)
 		return 2
 	}
-	cfg.Ready = func(addr string) { fmt.Printf("gravelerd listening on %s\n", addr) }
+	cfg.Ready = func(addr string) { fmt.Fprintf(stdout, "gravelerd listening on %s\n", addr) }
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := daemon.Run(ctx, cfg); err != nil {
-		fmt.Fprintln(os.Stderr, err)
+		fmt.Fprintln(stderr, err)
 		return 1
 	}
 	return 0

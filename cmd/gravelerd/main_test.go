@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +12,7 @@ import (
 )
 
 func TestParseDefaults(t *testing.T) {
-	c, err := parse(nil, func(string) string { return "" })
+	c, err := parse(nil, func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +28,7 @@ func TestParseEnvAndFlags(t *testing.T) {
 		"GRAVELER_ETCD_ENDPOINTS":    "http://a:2379,http://b:2379",
 		"GRAVELER_ETCD_DIAL_TIMEOUT": "3s",
 	}
-	c, err := parse([]string{"-listen", "127.0.0.1:8888"}, func(k string) string { return env[k] })
+	c, err := parse([]string{"-listen", "127.0.0.1:8888"}, func(k string) string { return env[k] }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +42,7 @@ func TestParseEnvAndFlags(t *testing.T) {
 
 func TestParseRejectsBadConfig(t *testing.T) {
 	_, err := parse([]string{"-tls-cert", "/nonexistent/cert.pem", "-listen", "nocolon", "-storage-namespace-root", "ftp://x"},
-		func(string) string { return "" })
+		func(string) string { return "" }, io.Discard)
 	if !errors.Is(err, daemon.ErrInvalidConfig) {
 		t.Fatalf("got %v", err)
 	}
@@ -55,13 +56,13 @@ func TestParseRejectsBadConfig(t *testing.T) {
 			return "soon"
 		}
 		return ""
-	}); err == nil || !strings.Contains(err.Error(), "GRAVELER_ETCD_DIAL_TIMEOUT") {
+	}, io.Discard); err == nil || !strings.Contains(err.Error(), "GRAVELER_ETCD_DIAL_TIMEOUT") {
 		t.Fatalf("bad env value: %v", err)
 	}
 }
 
 func TestParseCommitTuning(t *testing.T) {
-	c, err := parse([]string{"-commit-read-rate", "25000", "-separate-fence-read", "-fenced-batch-size", "32"}, func(string) string { return "" })
+	c, err := parse([]string{"-commit-read-rate", "25000", "-separate-fence-read", "-fenced-batch-size", "32"}, func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,18 +74,18 @@ func TestParseCommitTuning(t *testing.T) {
 			return "5000"
 		}
 		return ""
-	})
+	}, io.Discard)
 	if err != nil || c.CommitReadRate != 5000 || c.SeparateFenceRead {
 		t.Fatalf("from the environment: %+v, %v", c, err)
 	}
 	for _, bad := range []string{"-1", "500"} {
-		_, err := parse([]string{"-fenced-batch-size", bad}, func(string) string { return "" })
+		_, err := parse([]string{"-fenced-batch-size", bad}, func(string) string { return "" }, io.Discard)
 		if !errors.Is(err, daemon.ErrInvalidConfig) || !strings.Contains(err.Error(), "fenced batch size") {
 			t.Errorf("fenced batch size %s: %v", bad, err)
 		}
 	}
 	for _, bad := range []string{"-1", "NaN", "+Inf"} {
-		_, err := parse([]string{"-commit-read-rate", bad}, func(string) string { return "" })
+		_, err := parse([]string{"-commit-read-rate", bad}, func(string) string { return "" }, io.Discard)
 		if !errors.Is(err, daemon.ErrInvalidConfig) || !strings.Contains(err.Error(), "commit read rate") {
 			t.Errorf("commit read rate %s: %v", bad, err)
 		}
@@ -92,7 +93,7 @@ func TestParseCommitTuning(t *testing.T) {
 }
 
 func TestParseEtcdRequestBounds(t *testing.T) {
-	c, err := parse(nil, func(string) string { return "" })
+	c, err := parse(nil, func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,14 +101,14 @@ func TestParseEtcdRequestBounds(t *testing.T) {
 		t.Fatalf("defaults: %+v", c.Etcd)
 	}
 	env := map[string]string{"GRAVELER_ETCD_REQUEST_TIMEOUT": "750ms", "GRAVELER_ETCD_KEEPALIVE_TIMEOUT": "3s"}
-	c, err = parse([]string{"-etcd-keepalive-time", "20s"}, func(k string) string { return env[k] })
+	c, err = parse([]string{"-etcd-keepalive-time", "20s"}, func(k string) string { return env[k] }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Etcd.RequestTimeout != 750*time.Millisecond || c.Etcd.KeepAliveTime != 20*time.Second || c.Etcd.KeepAliveTimeout != 3*time.Second {
 		t.Fatalf("flags and env not applied: %+v", c.Etcd)
 	}
-	if _, err := parse([]string{"-etcd-keepalive-timeout", "-1s"}, func(string) string { return "" }); !errors.Is(err, daemon.ErrInvalidConfig) {
+	if _, err := parse([]string{"-etcd-keepalive-timeout", "-1s"}, func(string) string { return "" }, io.Discard); !errors.Is(err, daemon.ErrInvalidConfig) {
 		t.Fatalf("negative keepalive timeout: %v", err)
 	}
 }

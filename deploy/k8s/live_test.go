@@ -21,10 +21,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"graveler/etcdkv"
-	"graveler/etcdkv/etcdkvtest"
 	"graveler/keys"
 	"graveler/kv"
 )
@@ -49,20 +47,27 @@ func freeAddr(t *testing.T) string {
 }
 
 // TestGravelerdAnswersItsProbes runs the real gravelerd binary with the
-// base Deployment's environment against a real etcd (only the addresses and
-// paths are moved to loopback and a temp dir) and asks what the kubelet
-// asks: every gRPC probe of the manifest must get SERVING on the probed
-// port, and the metrics port must serve /metrics. Then SIGTERM must end it
-// within the pod's grace period.
+// base Deployment's environment against an etcd started with the base's
+// etcd arguments, TLS and client certificates included (only the addresses
+// and paths are moved to loopback and a temp dir, and the certificates are
+// issued as the Certificates say), and asks what the kubelet asks: every
+// gRPC probe of the manifest must get SERVING on the probed port, and the
+// metrics port must serve /metrics. Then SIGTERM must end it within the
+// pod's grace period.
 func TestGravelerdAnswersItsProbes(t *testing.T) {
 	skipShort(t)
-	r := renderFS(t, filesys.MakeFsOnDisk(), "base")
+	r := render(t, "base")
 	d := r.deployments["gravelerd"]
 	c := d.Spec.Template.Spec.Containers[0]
 	env := r.containerEnv(t, "gravelerd-0", c)
 
-	srv := etcdkvtest.NewServer(t)
 	dir := t.TempDir()
+	secrets := filepath.Join(dir, "secrets")
+	issueCertificates(t, r, secrets)
+	endpoint := startRenderedEtcd(t, r, secrets)
+	if ca, cert, key := moveEtcdClientFiles(t, &d.Spec.Template.Spec, c, env, secrets); ca == "" || cert == "" || key == "" {
+		t.Fatalf("gravelerd has no etcd client certificate: CA %q, certificate %q, key %q", ca, cert, key)
+	}
 	tokens := filepath.Join(dir, "tokens")
 	if err := os.WriteFile(tokens, []byte("test-token probe\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -70,7 +75,7 @@ func TestGravelerdAnswersItsProbes(t *testing.T) {
 	grpcAddr, metricsAddr := freeAddr(t), freeAddr(t)
 	env["GRAVELER_LISTEN"] = grpcAddr
 	env["GRAVELER_METRICS_LISTEN"] = metricsAddr
-	env["GRAVELER_ETCD_ENDPOINTS"] = srv.Endpoints()[0]
+	env["GRAVELER_ETCD_ENDPOINTS"] = endpoint
 	env["GRAVELER_DATA_DIR"] = filepath.Join(dir, "data")
 	env["GRAVELER_RANGE_CACHE_DIR"] = filepath.Join(dir, "cache")
 	env["GRAVELER_STORAGE_NAMESPACE_ROOT"] = "file://" + filepath.ToSlash(filepath.Join(dir, "blobs"))
@@ -191,25 +196,40 @@ func mustPort(t *testing.T, c corev1.Container, name string) string {
 }
 
 // TestCleanerCronJobRuns runs the real cleaner with the base CronJob's
-// arguments and environment (only the etcd endpoints are moved to an
-// embedded etcd) on work queued under gravelerd's etcd prefix: the pass
-// must reclaim it, exit 0 and print its JSON summary. This checks more
-// than --help does: that the CronJob's --etcd-prefix is gravelerd's and
-// its flag values make a working pass.
+// arguments and environment (only the etcd endpoints and certificate paths
+// are moved) against an etcd started with the base's etcd arguments, on
+// work queued under gravelerd's etcd prefix: the pass must reclaim it,
+// exit 0 and print its JSON summary. This checks more than --help does:
+// that the CronJob's --etcd-prefix is gravelerd's, that its client
+// certificate is accepted where one without is refused, and that its flag
+// values make a working pass.
 func TestCleanerCronJobRuns(t *testing.T) {
 	skipShort(t)
-	r := renderFS(t, filesys.MakeFsOnDisk(), "base")
+	r := render(t, "base")
 	cj, ok := r.cronJobs["graveler-cleaner"]
 	if !ok {
 		t.Fatal("no graveler-cleaner CronJob")
 	}
-	c := cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0]
-	srv := etcdkvtest.NewServer(t)
+	spec := &cj.Spec.JobTemplate.Spec.Template.Spec
+	c := spec.Containers[0]
+	secrets := filepath.Join(t.TempDir(), "secrets")
+	issueCertificates(t, r, secrets)
+	endpoint := startRenderedEtcd(t, r, secrets)
 	gcm := r.configMap(t, "graveler-config")
-
-	// Work as gravelerd leaves it: a consumed staging token, queued.
-	store := etcdkvtest.NewStoreOn(t, srv, etcdkv.Config{Prefix: gcm.Data["GRAVELER_ETCD_PREFIX"]})
 	ctx := t.Context()
+
+	// Work as gravelerd leaves it, written with gravelerd's certificate: a
+	// consumed staging token, queued.
+	gd := r.deployments["gravelerd"]
+	genv := r.containerEnv(t, "gravelerd-0", gd.Spec.Template.Spec.Containers[0])
+	ca, cert, key := moveEtcdClientFiles(t, &gd.Spec.Template.Spec, gd.Spec.Template.Spec.Containers[0], genv, secrets)
+	store, err := etcdkv.New(ctx, etcdkv.Config{Endpoints: []string{endpoint}, Prefix: gcm.Data["GRAVELER_ETCD_PREFIX"],
+		TLS: etcdkv.TLSConfig{CAFile: ca, CertFile: cert, KeyFile: key}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	checkRefusesUncertified(t, endpoint, ca)
 	tok := "demo.01J00000000000000000000000"
 	for i := range 3 {
 		if err := store.Set(ctx, keys.StagingPartition(tok), keys.Entry(fmt.Appendf(nil, "k%d", i)), []byte("v")); err != nil {
@@ -223,7 +243,10 @@ func TestCleanerCronJobRuns(t *testing.T) {
 	// The kubelet resolves env from the rendered ConfigMap; only the
 	// endpoints are moved, so the CronJob's own prefix is what runs.
 	env := r.containerEnv(t, "cleaner", c)
-	env["GRAVELER_ETCD_ENDPOINTS"] = strings.Join(srv.Endpoints(), ",")
+	env["GRAVELER_ETCD_ENDPOINTS"] = endpoint
+	if ca, cert, key := moveEtcdClientFiles(t, spec, c, env, secrets); ca == "" || cert == "" || key == "" {
+		t.Fatalf("the cleaner has no etcd client certificate: CA %q, certificate %q, key %q", ca, cert, key)
+	}
 	args := expandArgs(t, "cleaner", c.Args, env)
 	cmd := exec.CommandContext(ctx, binary(t, "cleaner"), args...)
 	cmd.Env = []string{"HOME=" + t.TempDir()}

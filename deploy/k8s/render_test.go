@@ -15,6 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kjson "sigs.k8s.io/json"
@@ -25,16 +26,66 @@ import (
 // kinds maps apiVersion/kind to a new typed object. A kind missing here is
 // an error: every object the manifests hold must be checked.
 var kinds = map[string]func() any{
-	"v1/Namespace":                  func() any { return &corev1.Namespace{} },
-	"v1/Service":                    func() any { return &corev1.Service{} },
-	"v1/ServiceAccount":             func() any { return &corev1.ServiceAccount{} },
-	"v1/ConfigMap":                  func() any { return &corev1.ConfigMap{} },
-	"v1/Secret":                     func() any { return &corev1.Secret{} },
-	"v1/PersistentVolumeClaim":      func() any { return &corev1.PersistentVolumeClaim{} },
-	"apps/v1/Deployment":            func() any { return &appsv1.Deployment{} },
-	"apps/v1/StatefulSet":           func() any { return &appsv1.StatefulSet{} },
-	"batch/v1/CronJob":              func() any { return &batchv1.CronJob{} },
-	"policy/v1/PodDisruptionBudget": func() any { return &policyv1.PodDisruptionBudget{} },
+	"v1/Namespace":                       func() any { return &corev1.Namespace{} },
+	"v1/Service":                         func() any { return &corev1.Service{} },
+	"v1/ServiceAccount":                  func() any { return &corev1.ServiceAccount{} },
+	"v1/ConfigMap":                       func() any { return &corev1.ConfigMap{} },
+	"v1/Secret":                          func() any { return &corev1.Secret{} },
+	"v1/PersistentVolumeClaim":           func() any { return &corev1.PersistentVolumeClaim{} },
+	"apps/v1/Deployment":                 func() any { return &appsv1.Deployment{} },
+	"apps/v1/StatefulSet":                func() any { return &appsv1.StatefulSet{} },
+	"batch/v1/CronJob":                   func() any { return &batchv1.CronJob{} },
+	"policy/v1/PodDisruptionBudget":      func() any { return &policyv1.PodDisruptionBudget{} },
+	"networking.k8s.io/v1/NetworkPolicy": func() any { return &networkingv1.NetworkPolicy{} },
+	"cert-manager.io/v1/Certificate":     func() any { return &certificate{} },
+	"cert-manager.io/v1/Issuer":          func() any { return &issuer{} },
+	"cert-manager.io/v1/ClusterIssuer":   func() any { return &issuer{} },
+}
+
+// cert-manager's kinds are custom resources with no Go types among this
+// module's dependencies. These structs hold the fields the manifests use,
+// with cert-manager's JSON names; the strict decoder rejects any other
+// field, so a misspelt one (or one nothing here checks) fails.
+type certificate struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              certificateSpec `json:"spec"`
+}
+
+type certificateSpec struct {
+	SecretName  string           `json:"secretName"`
+	IssuerRef   issuerRef        `json:"issuerRef"`
+	IsCA        bool             `json:"isCA,omitempty"`
+	CommonName  string           `json:"commonName,omitempty"`
+	DNSNames    []string         `json:"dnsNames,omitempty"`
+	IPAddresses []string         `json:"ipAddresses,omitempty"`
+	Usages      []string         `json:"usages,omitempty"`
+	Duration    *metav1.Duration `json:"duration,omitempty"`
+	RenewBefore *metav1.Duration `json:"renewBefore,omitempty"`
+	PrivateKey  *struct {
+		Algorithm      string `json:"algorithm,omitempty"`
+		Size           int    `json:"size,omitempty"`
+		RotationPolicy string `json:"rotationPolicy,omitempty"`
+	} `json:"privateKey,omitempty"`
+}
+
+type issuerRef struct {
+	Name  string `json:"name"`
+	Kind  string `json:"kind,omitempty"`  // default Issuer
+	Group string `json:"group,omitempty"` // default cert-manager.io
+}
+
+// issuer is an Issuer or a ClusterIssuer; only the two kinds of issuing
+// the manifests use are known.
+type issuer struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              struct {
+		SelfSigned *struct{} `json:"selfSigned,omitempty"`
+		CA         *struct {
+			SecretName string `json:"secretName"`
+		} `json:"ca,omitempty"`
+	} `json:"spec"`
 }
 
 // decodeStrict decodes one rendered object into its k8s.io/api type the
@@ -72,6 +123,9 @@ type rendered struct {
 	secrets      map[string]*corev1.Secret
 	pvcs         map[string]*corev1.PersistentVolumeClaim
 	pdbs         map[string]*policyv1.PodDisruptionBudget
+	netpols      map[string]*networkingv1.NetworkPolicy
+	certificates map[string]*certificate
+	issuers      map[string]*issuer // by "Issuer/<name>" or "ClusterIssuer/<name>"
 }
 
 // renderObjects runs kustomize on dir and decodes every object strictly.
@@ -116,6 +170,9 @@ func renderFS(t *testing.T, fs filesys.FileSystem, dir string) *rendered {
 		secrets:      map[string]*corev1.Secret{},
 		pvcs:         map[string]*corev1.PersistentVolumeClaim{},
 		pdbs:         map[string]*policyv1.PodDisruptionBudget{},
+		netpols:      map[string]*networkingv1.NetworkPolicy{},
+		certificates: map[string]*certificate{},
+		issuers:      map[string]*issuer{},
 	}
 	for _, obj := range objs {
 		switch o := obj.(type) {
@@ -135,8 +192,49 @@ func renderFS(t *testing.T, fs filesys.FileSystem, dir string) *rendered {
 			r.pvcs[o.Name] = o
 		case *policyv1.PodDisruptionBudget:
 			r.pdbs[o.Name] = o
+		case *networkingv1.NetworkPolicy:
+			r.netpols[o.Name] = o
+		case *certificate:
+			r.certificates[o.Name] = o
+		case *issuer:
+			r.issuers[o.Kind+"/"+o.Name] = o
 		}
 	}
+	return r
+}
+
+// localSecretFiles are the files an operator writes before applying an
+// overlay (overlays/s3/kustomization.yaml says which), here with test
+// values. Git ignores them; an .example of each sits beside it.
+var localSecretFiles = map[string]string{
+	"overlays/s3/secrets/tokens":             "test-token ci\n",
+	"overlays/s3/secrets/s3-credentials.env": "AWS_ACCESS_KEY_ID=test-access-key-id\nAWS_SECRET_ACCESS_KEY=test-secret-access-key\n",
+}
+
+// deployCopy copies base/ and overlays/ into a temporary directory, adds
+// the files of fill (relative path -> content), and returns the copy.
+func deployCopy(t *testing.T, fill map[string]string) string {
+	t.Helper()
+	root := t.TempDir()
+	for _, d := range []string{"base", "overlays"} {
+		if err := os.CopyFS(filepath.Join(root, d), os.DirFS(d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, content := range fill {
+		if err := os.WriteFile(filepath.Join(root, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+// render renders dir (base or overlays/<name>) as an operator would, with
+// the local secret files written.
+func render(t *testing.T, dir string) *rendered {
+	t.Helper()
+	r := renderFS(t, filesys.MakeFsOnDisk(), filepath.Join(deployCopy(t, localSecretFiles), dir))
+	r.dir = dir
 	return r
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -28,6 +29,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	gravelerv1 "graveler/api/graveler/v1"
+	"graveler/server"
 )
 
 const (
@@ -329,13 +331,21 @@ func TestStrictDecodeRejectsUnknownFields(t *testing.T) {
 		{"unknown field", `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"x"},"spec":{"replica":2}}`},
 		{"wrong case", `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"x"},"spec":{"Replicas":2}}`},
 		{"unknown kind", `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"x"}}`},
+		{"misspelt cert-manager field", `{"apiVersion":"cert-manager.io/v1","kind":"Certificate","metadata":{"name":"x"},"spec":{"secretname":"s","issuerRef":{"name":"i"}}}`},
+		{"cert-manager field no check knows", `{"apiVersion":"cert-manager.io/v1","kind":"Issuer","metadata":{"name":"x"},"spec":{"acme":{}}}`},
+		{"old cert-manager version", `{"apiVersion":"cert-manager.io/v1alpha2","kind":"Certificate","metadata":{"name":"x"},"spec":{"secretName":"s","issuerRef":{"name":"i"}}}`},
 	} {
 		if _, err := decodeStrict([]byte(tc.js)); err == nil {
 			t.Errorf("%s: decoded without error", tc.name)
 		}
 	}
-	if _, err := decodeStrict([]byte(`{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"x"},"spec":{"replicas":2}}`)); err != nil {
-		t.Errorf("valid object: %v", err)
+	for _, js := range []string{
+		`{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"x"},"spec":{"replicas":2}}`,
+		`{"apiVersion":"cert-manager.io/v1","kind":"Certificate","metadata":{"name":"x"},"spec":{"secretName":"s","issuerRef":{"name":"i"},"dnsNames":["a"]}}`,
+	} {
+		if _, err := decodeStrict([]byte(js)); err != nil {
+			t.Errorf("valid object: %v", err)
+		}
 	}
 	// And through kustomize, as the real manifests go.
 	fs := filesys.MakeFsInMemory()
@@ -357,7 +367,8 @@ func TestStrictDecodeRejectsUnknownFields(t *testing.T) {
 	}
 }
 
-// TestManifests renders base/ and every overlay and checks them.
+// TestManifests renders base/ and every overlay, with the local secret
+// files an operator creates in place, and checks them.
 func TestManifests(t *testing.T) {
 	df, err := parseDockerfile(filepath.Join(repoRoot, "Dockerfile"))
 	if err != nil {
@@ -365,13 +376,142 @@ func TestManifests(t *testing.T) {
 	}
 	for _, dir := range kustomizations(t) {
 		t.Run(dir, func(t *testing.T) {
-			r := renderFS(t, filesys.MakeFsOnDisk(), dir)
+			r := render(t, dir)
 			checkPods(t, r, df)
 			checkEtcd(t, r)
 			checkGravelerd(t, r)
 			checkCleaner(t, r)
+			for _, err := range checkSecurity(t, r) {
+				t.Errorf("%s: %v", dir, err)
+			}
+			for _, err := range checkNoPlaceholders(r) {
+				t.Errorf("%s: %v", dir, err)
+			}
 		})
 	}
+}
+
+// TestLocalSecretFiles: the s3 overlay generates its Secrets from files
+// git ignores, so the repository holds no credential and no placeholder
+// that could be applied as it is. Without a file, kustomize stops before
+// anything is applied and names it. Each file has an example beside it,
+// and the tokens example copied unedited is refused by gravelerd.
+func TestLocalSecretFiles(t *testing.T) {
+	examples, err := filepath.Glob("overlays/*/secrets/*.example")
+	if err != nil || len(examples) == 0 {
+		t.Fatalf("no overlays/*/secrets/*.example: %v", err)
+	}
+	for _, e := range examples {
+		if _, ok := localSecretFiles[strings.TrimSuffix(e, ".example")]; !ok {
+			t.Errorf("%s has no entry in localSecretFiles: the tests render without that file", e)
+		}
+	}
+	for _, name := range sortedKeys(localSecretFiles) {
+		dir, file := filepath.Split(name)
+		ignore := filepath.Join(dir, ".gitignore")
+		if !gitignores(t, ignore, file) {
+			t.Errorf("%s does not make git ignore %s: real credentials could be committed", ignore, file)
+		}
+		example := name + ".example"
+		if gitignores(t, ignore, filepath.Base(example)) {
+			t.Errorf("%s makes git ignore %s", ignore, example)
+		}
+		b, err := os.ReadFile(example)
+		if err != nil {
+			t.Errorf("%s has no example: %v", name, err)
+			continue
+		}
+		switch {
+		case strings.HasSuffix(name, ".env"):
+			if got, want := envKeys(string(b)), envKeys(localSecretFiles[name]); !slices.Equal(got, want) {
+				t.Errorf("%s names %v; the overlay is rendered with %v", example, got, want)
+			}
+		case file == "tokens":
+			if _, err := server.LoadTokens(example); err == nil {
+				t.Errorf("gravelerd accepts %s copied unedited: it must hold no token", example)
+			}
+		}
+
+		// Without the file: kustomize refuses, naming it.
+		fill := maps.Clone(localSecretFiles)
+		delete(fill, name)
+		overlay := filepath.Dir(filepath.Dir(name))
+		_, err = renderObjects(filesys.MakeFsOnDisk(), filepath.Join(deployCopy(t, fill), overlay))
+		if err == nil || !strings.Contains(err.Error(), filepath.Join(filepath.Base(filepath.Dir(name)), file)) {
+			t.Errorf("%s renders without %s (%v); it must stop and name the file", overlay, name, err)
+		}
+	}
+
+	// A file filled with a template's placeholder is caught.
+	fill := maps.Clone(localSecretFiles)
+	fill["overlays/s3/secrets/s3-credentials.env"] = "AWS_ACCESS_KEY_ID=REPLACE_ME\nAWS_SECRET_ACCESS_KEY=REPLACE_ME\n"
+	r := renderFS(t, filesys.MakeFsOnDisk(), filepath.Join(deployCopy(t, fill), "overlays/s3"))
+	if errs := checkNoPlaceholders(r); len(errs) != 2 {
+		t.Errorf("credentials left as REPLACE_ME: findings %v, want one per key", errs)
+	}
+}
+
+// gitignores applies the patterns of a .gitignore (names without '/', as
+// the manifests' are) to file: the last matching line wins.
+func gitignores(t *testing.T, gitignore, file string) bool {
+	t.Helper()
+	ignored := false
+	for _, line := range strings.Split(string(readFile(t, gitignore)), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		neg := strings.HasPrefix(line, "!")
+		if ok, err := path.Match(strings.TrimPrefix(line, "!"), file); err != nil {
+			t.Fatalf("%s: %q: %v", gitignore, line, err)
+		} else if ok {
+			ignored = !neg
+		}
+	}
+	return ignored
+}
+
+// envKeys lists the keys of an env file's KEY=value lines.
+func envKeys(content string) []string {
+	var keys []string
+	for _, line := range strings.Split(content, "\n") {
+		line = strings.TrimSpace(line)
+		if k, _, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(line, "#") {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// placeholderRE matches the values a template asks to be replaced.
+var placeholderRE = regexp.MustCompile(`(?i)replace[_-]?me|change[_-]?me|fill[_-]?me`)
+
+// checkNoPlaceholders finds ConfigMap and Secret values that would be
+// applied as a template left them.
+func checkNoPlaceholders(r *rendered) []error {
+	var errs []error
+	for _, name := range sortedKeys(r.secrets) {
+		s := r.secrets[name]
+		for k, v := range s.StringData {
+			if placeholderRE.MatchString(v) {
+				errs = append(errs, fmt.Errorf("Secret %s key %s holds the placeholder %q", name, k, placeholderRE.FindString(v)))
+			}
+		}
+		for k, v := range s.Data {
+			if placeholderRE.Match(v) {
+				errs = append(errs, fmt.Errorf("Secret %s key %s holds the placeholder %q", name, k, placeholderRE.Find(v)))
+			}
+		}
+	}
+	for _, name := range sortedKeys(r.configMaps) {
+		for k, v := range r.configMaps[name].Data {
+			if placeholderRE.MatchString(v) {
+				errs = append(errs, fmt.Errorf("ConfigMap %s key %s holds the placeholder %q", name, k, placeholderRE.FindString(v)))
+			}
+		}
+	}
+	return errs
 }
 
 // checkPods applies the rules every workload follows.
@@ -421,8 +561,9 @@ func checkPods(t *testing.T, r *rendered, df *dockerfile) {
 					t.Errorf("%s: volume %s claims %s, which is not rendered", where, v.Name, v.PersistentVolumeClaim.ClaimName)
 				}
 			case v.Secret != nil:
-				if _, ok := r.secrets[v.Secret.SecretName]; !ok {
-					t.Errorf("%s: volume %s uses Secret %s, which is not rendered", where, v.Name, v.Secret.SecretName)
+				// A Certificate's Secret is written by cert-manager.
+				if _, ok := r.secrets[v.Secret.SecretName]; !ok && r.certificateBySecret(v.Secret.SecretName) == nil {
+					t.Errorf("%s: volume %s uses Secret %s, which is neither rendered nor a Certificate's secretName", where, v.Name, v.Secret.SecretName)
 				}
 			}
 		}
@@ -466,28 +607,17 @@ func checkEtcd(t *testing.T, r *rendered) {
 	if !strings.HasSuffix(c.Image, ":v"+etcdVersion(t)) {
 		t.Errorf("etcd image %s: want the version the code is built and tested against, v%s", c.Image, etcdVersion(t))
 	}
+	scheme := "https"
+	if slices.Contains(plaintextOverlays, r.dir) {
+		scheme = "http"
+	}
 	var peerURLs []string
 	for i := range replicas {
 		pod := fmt.Sprintf("%s-%d", ss.Name, i)
 		env := r.containerEnv(t, pod, c)
 		args := expandArgs(t, "etcd", c.Args, env)
-		cfg := embed.NewConfig()
-		fs := flag.NewFlagSet("etcd", flag.ContinueOnError)
-		fs.SetOutput(&bytes.Buffer{})
-		cfg.AddFlags(fs)
-		// The few flags the etcd binary adds to embed's (etcdmain's config.go).
-		var clusterState string
-		fs.Func("initial-cluster-state", "new or existing", func(v string) error {
-			if v != "new" && v != "existing" {
-				return fmt.Errorf("%q is not new or existing", v)
-			}
-			clusterState = v
-			return nil
-		})
-		fs.String("config-file", "", "")
-		fs.String("discovery-fallback", "", "")
-		fs.String("v2-deprecation", "", "")
-		if err := fs.Parse(args); err != nil {
+		cfg, fs, clusterState, err := parseEtcdArgs(args)
+		if err != nil {
 			t.Fatalf("etcd %s: arguments rejected by etcd's flag set: %v", pod, err)
 		}
 		if fs.NArg() != 0 || clusterState != "new" {
@@ -497,9 +627,14 @@ func checkEtcd(t *testing.T, r *rendered) {
 		if cfg.Name != pod {
 			t.Errorf("etcd member name %q, want the pod name %q", cfg.Name, pod)
 		}
-		want := fmt.Sprintf("http://%s.%s.graveler.svc:2380", pod, svc.Name)
+		// <pod>.<service> resolves through the pod's DNS search path in any
+		// namespace, so the certificates need not name the namespace.
+		want := fmt.Sprintf("%s://%s.%s:2380", scheme, pod, svc.Name)
 		if get("initial-advertise-peer-urls") != want {
 			t.Errorf("etcd %s advertises peer URL %s, want %s (stable name under the headless Service)", pod, get("initial-advertise-peer-urls"), want)
+		}
+		if want := fmt.Sprintf("%s://%s.%s:2379", scheme, pod, svc.Name); get("advertise-client-urls") != want {
+			t.Errorf("etcd %s advertises client URL %s, want %s", pod, get("advertise-client-urls"), want)
 		}
 		peerURLs = append(peerURLs, cfg.Name+"="+get("initial-advertise-peer-urls"))
 		if i == replicas-1 {
@@ -518,8 +653,8 @@ func checkEtcd(t *testing.T, r *rendered) {
 				t.Errorf("etcd volume %s (%s) must hold at least twice the quota %d (defrag needs room)", vct.Name, size, cfg.QuotaBackendBytes)
 			}
 		}
-		if !strings.HasPrefix(cfg.Dir, "/var/lib/etcd/") && cfg.Dir != "/var/lib/etcd" {
-			t.Errorf("etcd data dir %s is not on the data volume", cfg.Dir)
+		if _, m := volumeFor(&ss.Spec.Template.Spec, c, cfg.Dir); m == nil || !slices.Contains(r.statefulSetClaims("StatefulSet/"+ss.Name), m.Name) {
+			t.Errorf("etcd data dir %s is not on the member's PersistentVolumeClaim", cfg.Dir)
 		}
 		if cfg.MaxTxnOps < 128 || cfg.MaxRequestBytes < 1572864 {
 			t.Errorf("etcd max-txn-ops %d / max-request-bytes %d below the limits graveler is built for (128, 1.5 MiB)", cfg.MaxTxnOps, cfg.MaxRequestBytes)
@@ -538,11 +673,32 @@ func checkEtcd(t *testing.T, r *rendered) {
 	cm := r.configMap(t, "graveler-config")
 	var want []string
 	for i := range replicas {
-		want = append(want, fmt.Sprintf("http://%s-%d.%s:2379", ss.Name, i, svc.Name))
+		want = append(want, fmt.Sprintf("%s://%s-%d.%s:2379", scheme, ss.Name, i, svc.Name))
 	}
 	if got := cm.Data["GRAVELER_ETCD_ENDPOINTS"]; got != strings.Join(want, ",") {
 		t.Errorf("GRAVELER_ETCD_ENDPOINTS=%s, want every member: %s", got, strings.Join(want, ","))
 	}
+}
+
+// parseEtcdArgs parses etcd's arguments with the etcd server's own flag
+// set, plus the few flags the etcd binary adds to it (etcdmain's config.go).
+func parseEtcdArgs(args []string) (cfg *embed.Config, fs *flag.FlagSet, clusterState string, err error) {
+	cfg = embed.NewConfig()
+	fs = flag.NewFlagSet("etcd", flag.ContinueOnError)
+	fs.SetOutput(&bytes.Buffer{})
+	cfg.AddFlags(fs)
+	fs.Func("initial-cluster-state", "new or existing", func(v string) error {
+		if v != "new" && v != "existing" {
+			return fmt.Errorf("%q is not new or existing", v)
+		}
+		clusterState = v
+		return nil
+	})
+	fs.String("config-file", "", "")
+	fs.String("discovery-fallback", "", "")
+	fs.String("v2-deprecation", "", "")
+	err = fs.Parse(args)
+	return cfg, fs, clusterState, err
 }
 
 var etcdVersionRE = regexp.MustCompile(`(?m)^\s*go\.etcd\.io/etcd/server/v3 v(\S+)`)
@@ -663,8 +819,32 @@ func checkGravelerd(t *testing.T, r *rendered) {
 		t.Errorf("gravelerd tokens file %s is not mounted from a Secret", tokens)
 	} else if s := r.secrets[v.Secret.SecretName]; s == nil {
 		t.Errorf("tokens Secret %s not rendered", v.Secret.SecretName)
-	} else if _, ok := secretValue(s, path.Base(tokens)); !ok {
+	} else if content, ok := secretValue(s, path.Base(tokens)); !ok {
 		t.Errorf("tokens Secret %s has no key %s", s.Name, path.Base(tokens))
+	} else {
+		// gravelerd's own loader: an overlay must hold a token; the base
+		// holds a placeholder gravelerd refuses, naming what to fill.
+		f := filepath.Join(t.TempDir(), "tokens")
+		if err := os.WriteFile(f, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := server.LoadTokens(f)
+		switch {
+		case r.dir == "base" && (err == nil || !strings.Contains(err.Error(), "holds no token")):
+			t.Errorf("the base's tokens Secret %s must be an empty placeholder that gravelerd refuses; LoadTokens: %v", s.Name, err)
+		case r.dir != "base" && err != nil:
+			t.Errorf("tokens Secret %s would not let gravelerd start: %v", s.Name, err)
+		}
+	}
+	// The profiler exposes memory contents and costs CPU: never on in a
+	// manifest.
+	if v, ok := env["GRAVELER_ENABLE_PPROF"]; ok && v != "" && v != "false" {
+		t.Errorf("gravelerd: GRAVELER_ENABLE_PPROF=%s; the profiler must stay off in the manifests", v)
+	}
+	for _, a := range c.Args {
+		if name, ok := flagName(a); ok && name == "enable-pprof" && !strings.HasSuffix(a, "=false") {
+			t.Errorf("gravelerd: argument %s turns the profiler on; it must stay off in the manifests", a)
+		}
 	}
 	switch root := env["GRAVELER_STORAGE_NAMESPACE_ROOT"]; {
 	case strings.HasPrefix(root, "file://"):

@@ -86,7 +86,13 @@ func (m *Manager) GetBranch(ctx context.Context, repo *graveler.RepositoryRecord
 	return cloneBranch(b), nil
 }
 
+// createBranch stores a new branch. Its record says it was created
+// (graveler.ChangeCreate), or restored when b says so.
 func (m *Manager) createBranch(ctx context.Context, part []byte, repo graveler.RepositoryID, id graveler.BranchID, b *graveler.Branch) error {
+	b = cloneBranch(b)
+	if b.Change != graveler.ChangeRestore {
+		b.Change = graveler.ChangeCreate
+	}
 	data, err := encodeBranch(b)
 	if err != nil {
 		return err
@@ -102,7 +108,10 @@ func (m *Manager) createBranch(ctx context.Context, part []byte, repo graveler.R
 }
 
 // CreateBranch creates a branch, or fails with ErrBranchExists. An empty
-// StagingToken is replaced by a fresh one.
+// StagingToken is replaced by a fresh one. The record's Change is
+// graveler.ChangeRestore when branch says so, otherwise
+// graveler.ChangeCreate. Its write is the operation's decisive one
+// (kv.Effect).
 func (m *Manager) CreateBranch(ctx context.Context, repo *graveler.RepositoryRecord, id graveler.BranchID, branch graveler.Branch) error {
 	part, err := repoPartition(repo)
 	if err != nil {
@@ -118,7 +127,9 @@ func (m *Manager) CreateBranch(ctx context.Context, repo *graveler.RepositoryRec
 	if err := validateBranch(b); err != nil {
 		return fmt.Errorf("branch %s of repository %s: %w", id, repo.RepositoryID, err)
 	}
-	return m.createBranch(ctx, part, repo.RepositoryID, id, b)
+	return kv.Effect(ctx, func(ctx context.Context) error {
+		return m.createBranch(ctx, part, repo.RepositoryID, id, b)
+	})
 }
 
 // backoff sleeps before retry number attempt (0-based): a uniformly random
@@ -145,6 +156,11 @@ func (m *Manager) backoff(ctx context.Context, attempt int) error {
 // ErrSkipUpdate from f ends the update without writing. After
 // Config.BranchUpdateMaxRetries lost compare-and-swaps it gives up with
 // ErrTooManyRetries.
+//
+// f gets the branch with Change set to graveler.ChangeNone, whatever the
+// version read says, so a record says what the write that stored it did,
+// never what an earlier one did. A write whose branch has a Change other
+// than ChangeNone is the operation's decisive write (kv.Effect).
 func (m *Manager) BranchUpdate(ctx context.Context, repo *graveler.RepositoryRecord, id graveler.BranchID, f graveler.BranchUpdateFunc) error {
 	part, err := repoPartition(repo)
 	if err != nil {
@@ -158,6 +174,7 @@ func (m *Manager) BranchUpdate(ctx context.Context, repo *graveler.RepositoryRec
 		if err != nil {
 			return err
 		}
+		cur.Change = graveler.ChangeNone
 		next, err := f(cur)
 		if errors.Is(err, graveler.ErrSkipUpdate) {
 			return nil
@@ -172,7 +189,9 @@ func (m *Manager) BranchUpdate(ctx context.Context, repo *graveler.RepositoryRec
 		if err != nil {
 			return err
 		}
-		err = m.store.SetIf(ctx, part, keys.Branch(string(id)), data, pred)
+		err = effectIf(ctx, next.Change != graveler.ChangeNone, func(ctx context.Context) error {
+			return m.store.SetIf(ctx, part, keys.Branch(string(id)), data, pred)
+		})
 		if err == nil {
 			return nil
 		}
@@ -217,7 +236,9 @@ func (m *Manager) DeleteBranch(ctx context.Context, repo *graveler.RepositoryRec
 		if err := m.DeleteStagingTokens(ctx, append([]graveler.StagingToken{b.StagingToken}, b.SealedTokens...)); err != nil {
 			return fmt.Errorf("delete branch %s of repository %s: %w", id, repo.RepositoryID, err)
 		}
-		err := m.store.DeleteIf(ctx, part, keys.Branch(string(id)), pred)
+		err := kv.Effect(ctx, func(ctx context.Context) error {
+			return m.store.DeleteIf(ctx, part, keys.Branch(string(id)), pred)
+		})
 		if err == nil {
 			return nil
 		}

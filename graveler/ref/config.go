@@ -1,10 +1,11 @@
 package ref
 
 import (
+	"encoding/hex"
 	"strings"
 	"time"
 
-	"github.com/oklog/ulid/v2"
+	"github.com/google/uuid"
 	"go.uber.org/zap"
 )
 
@@ -47,16 +48,70 @@ type Config struct {
 	CommitCacheSize int
 	// Now returns the current time (default time.Now).
 	Now func() time.Time
-	// NewID returns a new unique id made of [a-z0-9] (default: a lower-case
-	// ULID). It names repository incarnations and staging tokens.
+	// NewID returns a new unique id made of [a-z0-9] (default: the package
+	// function NewID). It names repository incarnations and staging tokens.
 	NewID func() string
 	// Logger (default zap.NewNop()).
 	Logger *zap.Logger
 }
 
-// NewULID returns a lower-case ULID: time-ordered, unique, 26 characters
-// of [0-9a-z], with no '-' so that it can end a repository partition name.
-func NewULID() string { return strings.ToLower(ulid.Make().String()) }
+// NewID returns a new unique id: a UUIDv7 (RFC 9562) written as 32
+// lower-case hex digits. Its first 48 bits are the creation time in
+// milliseconds, and ids made by one process increase, so they sort in
+// creation order as the ULIDs of earlier versions did. The UUID's usual
+// '-' separators are left out: a unique id ends a repository partition
+// name <repo>-<unique id>, which is split at its last '-'.
+func NewID() string {
+	u := uuid.Must(uuid.NewV7()) // fails only if crypto/rand does
+	return hex.EncodeToString(u[:])
+}
+
+// IDTime returns the creation time an id carries: that of a UUIDv7 (the
+// form NewID makes, with or without '-'), or of a ULID, the ids earlier
+// versions made, which records written then still hold. ok is false for
+// any other id (one a Config.NewID of the caller's made, say).
+func IDTime(id string) (t time.Time, ok bool) {
+	if u, err := uuid.Parse(id); err == nil && len(id) <= 36 {
+		if u.Version() != 7 || u.Variant() != uuid.RFC4122 {
+			return time.Time{}, false
+		}
+		var ms int64
+		for _, b := range u[:6] {
+			ms = ms<<8 | int64(b)
+		}
+		return time.UnixMilli(ms), true
+	}
+	return ulidTime(id)
+}
+
+// crockford is the ULID alphabet (Crockford's base32).
+const crockford = "0123456789abcdefghjkmnpqrstvwxyz"
+
+// ulidTime decodes the 48-bit millisecond timestamp of a ULID: 26 base32
+// digits (either case), the first 10 of which are the time.
+func ulidTime(id string) (time.Time, bool) {
+	if len(id) != 26 || id[0] > '7' {
+		return time.Time{}, false
+	}
+	var ms int64
+	for i := range len(id) {
+		d := strings.IndexByte(crockford, lower(id[i]))
+		if d < 0 {
+			return time.Time{}, false
+		}
+		if i < 10 {
+			ms = ms<<5 | int64(d)
+		}
+	}
+	return time.UnixMilli(ms), true
+}
+
+func lower(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
 
 func (c Config) withDefaults() Config {
 	if c.RepositoryCreationTimeout <= 0 {
@@ -78,7 +133,7 @@ func (c Config) withDefaults() Config {
 		c.Now = time.Now
 	}
 	if c.NewID == nil {
-		c.NewID = NewULID
+		c.NewID = NewID
 	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()

@@ -28,6 +28,15 @@
 // readers of one branch share a kv read, but never one that started before
 // they arrived, so a read always sees every write completed before it.
 //
+// Change feed: a branch record carries the graveler.BranchChange of the
+// write that stored it, ChangeCreate (or ChangeRestore) when created, and
+// what BranchUpdate's f set, never one inherited from the version read.
+// Each operation marks its decisive write (kv.Effect): a repository's
+// activation (or a bare repository's record), the write that marks an
+// active repository deleting, a branch's or tag's creation and removal,
+// and a BranchUpdate write whose Change is not ChangeNone. A DeleteTag
+// that finds the tag already deleted by another writes nothing.
+//
 // Commits are content addressed (ComputeCommitID documents the encoding),
 // so adding a commit twice is a no-op. Log streams history holding only the
 // walk's frontier.

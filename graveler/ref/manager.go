@@ -47,6 +47,15 @@ func New(store kv.Store, cfg Config) *Manager {
 	}
 }
 
+// effectIf runs write, as the operation's decisive write (kv.Effect)
+// when decisive is set.
+func effectIf(ctx context.Context, decisive bool, write func(context.Context) error) error {
+	if decisive {
+		return kv.Effect(ctx, write)
+	}
+	return write(ctx)
+}
+
 // cleanupTimeout bounds best-effort cleanup after a failed creation, which
 // runs even when the caller's context is already done.
 const cleanupTimeout = 10 * time.Second
@@ -168,7 +177,11 @@ func (m *Manager) claimName(ctx context.Context, id graveler.RepositoryID, rec *
 				return false, storeErr(err, "queue previous incarnation %s of repository %s", old.UniqueID, id)
 			}
 		}
-		err = m.store.SetIf(ctx, keys.Graveler(), keys.Repository(string(id)), data, pred)
+		// A record written active (a bare repository) is the create's
+		// decisive write; an initial one is not, activation is.
+		err = effectIf(ctx, rec.State == graveler.RepositoryStateActive, func(ctx context.Context) error {
+			return m.store.SetIf(ctx, keys.Graveler(), keys.Repository(string(id)), data, pred)
+		})
 		if err == nil {
 			return false, nil
 		}
@@ -246,12 +259,18 @@ func (m *Manager) populate(ctx context.Context, repo *graveler.RepositoryRecord,
 	if err != nil {
 		return err
 	}
-	err = m.store.SetIf(ctx, keys.Graveler(), keys.Repository(string(repo.RepositoryID)), data, pred)
+	err = kv.Effect(ctx, func(ctx context.Context) error {
+		return m.store.SetIf(ctx, keys.Graveler(), keys.Repository(string(repo.RepositoryID)), data, pred)
+	})
 	if err != nil {
 		// An ambiguous or lost write may still have made this incarnation
 		// active; only its unique id can say so.
-		if again, _, gerr := m.getRepositoryRecord(ctx, repo.RepositoryID); gerr == nil &&
+		if again, againPred, gerr := m.getRepositoryRecord(ctx, repo.RepositoryID); gerr == nil &&
 			again.UniqueID == repo.UniqueID && again.State == graveler.RepositoryStateActive {
+			// Only this activation writes an active record of this
+			// incarnation (a delete writes it deleting): the version read
+			// is the activation's write.
+			kv.NoteEffect(ctx, againPred.Version())
 			repo.Repository = again
 			return nil
 		}
@@ -427,7 +446,11 @@ func (m *Manager) retire(ctx context.Context, id graveler.RepositoryID, r *grave
 		if err != nil {
 			return err
 		}
-		err = m.store.SetIf(ctx, keys.Graveler(), key, data, pred)
+		// Marking an active repository deleting is what takes it away
+		// from readers: a delete's decisive write.
+		err = effectIf(ctx, r.State == graveler.RepositoryStateActive, func(ctx context.Context) error {
+			return m.store.SetIf(ctx, keys.Graveler(), key, data, pred)
+		})
 		if errors.Is(err, kv.ErrPredicateFailed) {
 			// Changed since read. Only a retire marks a record of this
 			// incarnation deleting and only a create replaces it, so: gone

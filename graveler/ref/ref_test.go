@@ -42,6 +42,7 @@ var suite = []struct {
 	{"FormatVersion", testFormatVersion},
 	{"FaultsCreateRepository", testFaultsCreateRepository},
 	{"FaultsDeleteRepository", testFaultsDeleteRepository},
+	{"ChangesAndEffects", testChangesAndEffects},
 }
 
 func runSuite(t *testing.T, newStore newStoreFunc) {

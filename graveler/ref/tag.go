@@ -51,7 +51,9 @@ func (m *Manager) CreateTag(ctx context.Context, repo *graveler.RepositoryRecord
 	if err != nil {
 		return err
 	}
-	err = m.store.SetIf(ctx, part, keys.Tag(string(id)), data, kv.Absent)
+	err = kv.Effect(ctx, func(ctx context.Context) error {
+		return m.store.SetIf(ctx, part, keys.Tag(string(id)), data, kv.Absent)
+	})
 	if errors.Is(err, kv.ErrPredicateFailed) {
 		return fmt.Errorf("%w: %s in repository %s", graveler.ErrTagExists, id, repo.RepositoryID)
 	}
@@ -83,7 +85,9 @@ func (m *Manager) DeleteTag(ctx context.Context, repo *graveler.RepositoryRecord
 	if _, err := decodeTag(data); err != nil {
 		return fmt.Errorf("tag %s of repository %s: %w", id, repo.RepositoryID, err)
 	}
-	err = m.store.DeleteIf(ctx, part, keys.Tag(string(id)), pred)
+	err = kv.Effect(ctx, func(ctx context.Context) error {
+		return m.store.DeleteIf(ctx, part, keys.Tag(string(id)), pred)
+	})
 	if err != nil && !errors.Is(err, kv.ErrPredicateFailed) {
 		return storeErr(err, "delete tag %s of repository %s", id, repo.RepositoryID)
 	}

@@ -21,7 +21,9 @@
 // the store refuses as too large is sent again write by write); a caller
 // whose context ends while its write is queued is answered with that
 // error and its write is never sent, and one whose write was sent waits
-// for the request's outcome (see fencedBatcher). SetBatch validates every record first, then
+// for the request's outcome (see fencedBatcher); a shared request's
+// revision is noted in every one of its callers' kv.Revisions, as their
+// own write's. SetBatch validates every record first, then
 // writes them with bounded parallelism; it is not atomic. DropByPrefix scans
 // and deletes in chunks, holding one chunk of keys at a time.
 //

@@ -60,6 +60,16 @@ func (wt *fencedWaiter) finish(got []kv.Entry, err error) {
 	close(wt.done)
 }
 
+// finishShared answers a waiter whose write went in a request run on a
+// context of the batch's (requestContext), first noting the request's
+// revision, rev's, in the waiter's own context (kv.Revisions).
+func (wt *fencedWaiter) finishShared(got []kv.Entry, err error, rev *kv.Revisions) {
+	if err == nil {
+		kv.NoteWrite(wt.ctx, rev.Last())
+	}
+	wt.finish(got, err)
+}
+
 // fencedBatch is a queued request: for each distinct key, the writers of
 // it in arrival order, the last one's value being the one sent.
 type fencedBatch struct {
@@ -267,6 +277,7 @@ func (fb *fencedBatcher) handOff(gk string, g *fencedGroup) {
 func (fb *fencedBatcher) run(gk string, g *fencedGroup, b *fencedBatch) {
 	waiters := b.all()
 	ctx, cancel := requestContext(waiters)
+	ctx, rev := kv.WithRevisions(ctx)
 	writes := b.writes()
 	got, err := kv.SetAndRead(ctx, fb.store, writes, b.reads)
 	fencedBatches.Inc()
@@ -276,7 +287,7 @@ func (fb *fencedBatcher) run(gk string, g *fencedGroup, b *fencedBatch) {
 		fb.runAlone(b)
 	} else {
 		for _, wt := range waiters {
-			wt.finish(got, err)
+			wt.finishShared(got, err, rev)
 		}
 	}
 	fb.handOff(gk, g)
@@ -296,12 +307,13 @@ func (fb *fencedBatcher) runAlone(b *fencedBatch) {
 			continue
 		}
 		ctx, cancel := requestContext(ws)
+		ctx, rev := kv.WithRevisions(ctx)
 		got, err := kv.SetAndRead(ctx, fb.store, []kv.Write{ws[len(ws)-1].w}, b.reads)
 		cancel()
 		fencedBatches.Inc()
 		fencedBatchWrites.Observe(1)
 		for _, wt := range ws {
-			wt.finish(got, err)
+			wt.finishShared(got, err, rev)
 		}
 	}
 }

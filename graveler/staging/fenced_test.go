@@ -9,6 +9,7 @@ import (
 
 	"graveler/graveler"
 	"graveler/graveler/staging"
+	"graveler/keys"
 	"graveler/kv"
 )
 
@@ -61,8 +62,9 @@ func testSetAndRead(e *env) {
 
 // testSetAndReadShares holds one request in flight and checks that the
 // writers arriving meanwhile share the next request, that a key written
-// twice is written once with one of the values, and that all writers get
-// reads made after their writes.
+// twice is written once with one of the values, that all writers get
+// reads made after their writes, and that each writer's kv.Revisions
+// notes the shared request's revision.
 func testSetAndReadShares(e *env) {
 	t, st := e.t, e.token("x")
 	reads := e.fenceRead("b1")
@@ -82,13 +84,16 @@ func testSetAndReadShares(e *env) {
 	if err := e.store.Set(e.ctx, reads[0].Partition, reads[0].Key, []byte("b2")); err != nil {
 		t.Fatal(err)
 	}
+	recs := make([]*kv.Revisions, writers)
 	for i := range writers {
 		key := fmt.Sprintf("k%02d", i)
 		if i == writers-1 {
 			key = "k00" // the same key as writer 0
 		}
+		ctx, rec := kv.WithRevisions(e.ctx)
+		recs[i] = rec
 		wg.Go(func() {
-			got, err := e.m.SetAndRead(e.ctx, st, graveler.Key(key), val(fmt.Sprint(i)), reads)
+			got, err := e.m.SetAndRead(ctx, st, graveler.Key(key), val(fmt.Sprint(i)), reads)
 			if err == nil && string(got[0].Value) != "b2" {
 				err = fmt.Errorf("writer %d read %q, made before its write", i, got[0].Value)
 			}
@@ -120,6 +125,19 @@ func testSetAndReadShares(e *env) {
 	}
 	if v, err := e.m.Get(e.ctx, st, graveler.Key("k00")); err != nil || (string(v.Data) != "data-0" && string(v.Data) != fmt.Sprintf("data-%d", writers-1)) {
 		t.Fatalf("key written twice: %v %v", v, err)
+	}
+	// The shared request's revision: that of its last write.
+	var shared int64
+	for e, err := range e.store.Scan(e.ctx, keys.StagingPartition(string(st)), kv.ScanOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		shared = max(shared, e.Predicate.Version())
+	}
+	for i, rec := range recs {
+		if got := rec.Last(); got != shared {
+			t.Fatalf("writer %d noted revision %d, want the shared request's %d", i, got, shared)
+		}
 	}
 }
 

@@ -50,6 +50,9 @@ func Run(t *testing.T, newStore NewStore) {
 		{"SetAndRead", testSetAndRead},
 		{"SetAndReadFence", testSetAndReadFence},
 		{"GetMany", testGetMany},
+		{"Revisions", testRevisions},
+		{"RevisionsEffect", testRevisionsEffect},
+		{"RevisionsConcurrent", testRevisionsConcurrent},
 		{"Close", testClose},
 	}
 	for _, c := range cases {

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"graveler/etcdkv"
+	"graveler/feed"
 	"graveler/graveler"
 	"graveler/graveler/committed"
 	"graveler/graveler/ref"
@@ -17,16 +18,19 @@ import (
 	"graveler/server"
 )
 
-// backend is the store and the service built on it.
+// backend is the store, the service built on it and the store's change
+// feed.
 type backend struct {
 	store   kv.Store
 	blobs   committed.BlobStore
 	service server.Service
+	feed    *feed.Feed
 }
 
-// Close closes the blob store and the kv store.
+// Close closes the change feed (before the store whose client it uses),
+// the blob store and the kv store.
 func (b *backend) Close() error {
-	return errors.Join(b.blobs.Close(), b.store.Close())
+	return errors.Join(b.feed.Close(), b.blobs.Close(), b.store.Close())
 }
 
 // openBackend connects to etcd and builds the Graveler service on it.
@@ -52,7 +56,7 @@ func openBackend(ctx context.Context, cfg *Config, etcd EtcdConfig, log *zap.Log
 		return nil, errors.Join(err, store.Close())
 	}
 	svc := newService(store, blobs, cfg, log)
-	return &backend{store: store, blobs: blobs, service: svc}, nil
+	return &backend{store: store, blobs: blobs, service: svc, feed: feed.New(store, feed.Config{Logger: log.Named("feed")})}, nil
 }
 
 // openBlobs opens the blob stores every storage namespace scheme needs

@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"graveler/graveler"
 	"graveler/kv"
+	"graveler/server"
 )
 
 // ErrInvalidConfig is wrapped by every Validate error.
@@ -64,8 +66,13 @@ type Config struct {
 	TLSClientCAFile string
 	// TokensFile enables bearer-token auth (see server.LoadTokens).
 	TokensFile string
-	// MetricsAddr serves /metrics and /debug/pprof (empty: off).
+	// MetricsAddr serves /metrics, and /debug/pprof with EnablePprof
+	// (empty: off).
 	MetricsAddr string
+	// EnablePprof serves Go's profiler under /debug/pprof/ on MetricsAddr.
+	// Off by default: a profile costs CPU and shows internals, and the
+	// metrics port is often reachable from more places than it should be.
+	EnablePprof bool
 	// MaxRecvMsgSize bounds a request message (default 4 MiB).
 	MaxRecvMsgSize int
 	// DefaultCallTimeout bounds unary calls that arrive without a deadline
@@ -97,8 +104,18 @@ type Config struct {
 	// EmbeddedEtcdUnsafeNoFsync and EmbeddedEtcdFast are for tests.
 	EmbeddedEtcdUnsafeNoFsync bool
 	EmbeddedEtcdFast          bool
-	// Logger (default: a production zap logger).
+	// Logger (default: a production zap logger at LogLevel).
 	Logger *zap.Logger
+	// LogLevel is the least level the default logger writes: debug, info
+	// (the zero value), warn or error. It does not apply to a given Logger.
+	LogLevel zapcore.Level
+	// AccessLog chooses the calls logged (default server.AccessLogSampled:
+	// failed and slow calls, and one in 100 others); health checks never
+	// are. See server.GRPCOptions.
+	AccessLog server.AccessLog
+	// SlowCallThreshold: unary calls that take longer are logged at warn
+	// (default 1s; negative: none).
+	SlowCallThreshold time.Duration
 	// Ready, when set, is called with the listen address once serving.
 	Ready func(addr string)
 }
@@ -219,6 +236,12 @@ func (c *Config) Validate() error {
 	}
 	if c.CommitReadRate < 0 || math.IsNaN(c.CommitReadRate) || math.IsInf(c.CommitReadRate, 0) {
 		bad("commit read rate %v must be 0 (unpaced) or a positive number of entries a second", c.CommitReadRate)
+	}
+	if c.LogLevel < zapcore.DebugLevel || c.LogLevel > zapcore.ErrorLevel {
+		bad("log level %q: want debug, info, warn or error", c.LogLevel)
+	}
+	if c.AccessLog < server.AccessLogSampled || c.AccessLog > server.AccessLogOff {
+		bad("access log mode %v: want off, sampled or all", c.AccessLog)
 	}
 	if c.ShutdownTimeout < 0 || c.HealthInterval < 0 || c.DefaultCallTimeout < 0 {
 		bad("shutdown timeout, health interval and default call timeout must not be negative")

@@ -8,14 +8,13 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 
+	"graveler/buildinfo"
 	"graveler/etcdkv/embedded"
 	"graveler/keys"
 	"graveler/kv"
@@ -66,11 +65,15 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	log := cfg.Logger
 	if log == nil {
-		if log, err = zap.NewProduction(); err != nil {
+		zc := zap.NewProductionConfig()
+		zc.Level = zap.NewAtomicLevelAt(cfg.LogLevel)
+		if log, err = zc.Build(); err != nil {
 			return fmt.Errorf("gravelerd: logger: %w", err)
 		}
 		defer func() { _ = log.Sync() }()
 	}
+	log.Info("gravelerd starting", zap.String("version", buildinfo.Version), zap.String("go_version", buildinfo.GoVersion()),
+		zap.Stringer("log_level", cfg.LogLevel), zap.Stringer("access_log", cfg.AccessLog))
 	tlsCfg, err := tlsConfig(&cfg)
 	if err != nil {
 		return err
@@ -87,6 +90,13 @@ func Run(ctx context.Context, cfg Config) (err error) {
 
 	etcdCfg := cfg.Etcd
 	if len(etcdCfg.Endpoints) == 0 {
+		// Before etcd, whose own lock would make a second process wait
+		// for ever; held until the embedded etcd has closed.
+		unlock, err := lockDataDir(cfg.DataDir)
+		if err != nil {
+			return err
+		}
+		defer unlock()
 		srv, err := embedded.Start(embedded.Config{
 			Dir:           filepath.Join(cfg.DataDir, "etcd"),
 			UnsafeNoFsync: cfg.EmbeddedEtcdUnsafeNoFsync,
@@ -110,13 +120,16 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		}
 	}()
 
-	srv := server.New(b.service, server.Config{StorageNamespaceRoot: cfg.StorageNamespaceRoot})
+	srv := server.New(b.service, server.Config{StorageNamespaceRoot: cfg.StorageNamespaceRoot, Feed: b.feed})
 	g := server.NewGRPCServer(srv, server.GRPCOptions{
 		TLS:            tlsCfg,
 		Tokens:         tokens,
 		MaxRecvMsgSize: cfg.MaxRecvMsgSize,
 		DefaultTimeout: cfg.DefaultCallTimeout,
 		Logger:         log,
+
+		AccessLog:         cfg.AccessLog,
+		SlowCallThreshold: cfg.SlowCallThreshold,
 	})
 
 	lis, err := net.Listen("tcp", cfg.ListenAddr)
@@ -130,16 +143,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			lis.Close()
 			return fmt.Errorf("gravelerd: metrics listen: %w", err)
 		}
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.Handler())
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		metrics = &http.Server{Handler: metricsHandler(cfg.EnablePprof), ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = metrics.Serve(mlis) }()
-		log.Info("metrics listening", zap.String("addr", mlis.Addr().String()))
+		log.Info("metrics listening", zap.String("addr", mlis.Addr().String()), zap.Bool("pprof", cfg.EnablePprof))
 	}
 
 	hctx, stopHealth := context.WithCancel(ctx)
@@ -167,6 +173,10 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	<-healthDone
 	g.SetServing(false)
 	g.Health.Shutdown()
+	// WatchRefs streams never end by themselves: closing the feed ends
+	// them with UNAVAILABLE, so clients resume on another replica, and
+	// the drain waits only for the calls that do end.
+	_ = b.feed.Close()
 	drained := make(chan struct{})
 	go func() { g.Server.GracefulStop(); close(drained) }()
 	select {

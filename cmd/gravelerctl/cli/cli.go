@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/user"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"graveler/client"
@@ -37,6 +37,7 @@ const (
 	ExitFailedPrecondition = 6
 	ExitUnavailable        = 7
 	ExitUnauthenticated    = 8
+	ExitInvalidArgument    = 9
 )
 
 // errUsage marks command-line mistakes.
@@ -51,8 +52,12 @@ func ExitCode(err error) int {
 	switch {
 	case err == nil:
 		return ExitOK
-	case errors.Is(err, errUsage), errors.Is(err, client.ErrInvalidArgument):
+	case errors.Is(err, errUsage):
 		return ExitUsage
+	case errors.Is(err, client.ErrInvalidArgument), errors.Is(err, client.ErrMessageTooLarge):
+		// Before ErrResourceExhausted: a request over a size limit fails
+		// the same way every time.
+		return ExitInvalidArgument
 	case errors.Is(err, client.ErrNotFound):
 		return ExitNotFound
 	case errors.Is(err, client.ErrAlreadyExists):
@@ -72,18 +77,20 @@ func ExitCode(err error) int {
 
 // app is the state shared by the commands of one invocation.
 type app struct {
-	streams  Streams
-	server   string
-	token    string
-	useTLS   bool
-	tlsCA    string
-	tlsCert  string
-	tlsKey   string
-	insecure bool
-	timeout  time.Duration
-	output   string
-	progress bool
-	cl       *client.Client
+	streams        Streams
+	server         string
+	token          string
+	useTLS         bool
+	tlsCA          string
+	tlsCert        string
+	tlsKey         string
+	insecure       bool
+	timeout        time.Duration
+	connectTimeout time.Duration
+	maxRequest     int
+	output         string
+	progress       bool
+	cl             *client.Client
 }
 
 func envOr(name, def string) string {
@@ -116,11 +123,17 @@ func Main(ctx context.Context, args []string, s Streams) int {
 func describe(err error) string {
 	e, ok := errors.AsType[*client.Error](err)
 	if !ok {
+		if errors.Is(err, client.ErrNotReady) && errors.Is(err, context.DeadlineExceeded) {
+			return err.Error() + "\n  the server did not answer within --connect-timeout"
+		}
 		return err.Error()
 	}
 	msg := e.Error()
 	if keys := e.Metadata["conflictingKeys"]; keys != "" {
 		msg += "\n  conflicting keys: " + keys + " (" + e.Metadata["conflictCount"] + " in all)"
+	}
+	if e.Reason == "" && errors.Is(err, client.ErrMessageTooLarge) {
+		msg += "\n  the request is over the server's message size limit: send less per request (e.g. a smaller put-bulk --batch)"
 	}
 	if id := e.Metadata["requestId"]; id != "" {
 		msg += "\n  request id: " + id
@@ -137,6 +150,8 @@ func (a *app) root() *cobra.Command {
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usagef("%v", err) })
 	timeout, _ := time.ParseDuration(envOr("GRAVELER_TIMEOUT", "30s"))
+	connectTimeout, _ := time.ParseDuration(envOr("GRAVELER_CONNECT_TIMEOUT", "5s"))
+	maxRequest, _ := strconv.Atoi(envOr("GRAVELER_MAX_REQUEST_SIZE", strconv.Itoa(client.DefaultMaxRequestSize)))
 	insecure, _ := strconv.ParseBool(envOr("GRAVELER_INSECURE", "false"))
 	f := root.PersistentFlags()
 	f.StringVar(&a.server, "server", envOr("GRAVELER_SERVER", "127.0.0.1:7070"), "server address host:port [GRAVELER_SERVER]")
@@ -147,6 +162,8 @@ func (a *app) root() *cobra.Command {
 	f.StringVar(&a.tlsKey, "tls-key", envOr("GRAVELER_TLS_KEY", ""), "client key file for mTLS [GRAVELER_TLS_KEY]")
 	f.BoolVar(&a.insecure, "insecure", insecure, "TLS without verifying the server certificate [GRAVELER_INSECURE]")
 	f.DurationVar(&a.timeout, "timeout", timeout, "per-call timeout [GRAVELER_TIMEOUT]")
+	f.DurationVar(&a.connectTimeout, "connect-timeout", connectTimeout, "bound on connecting to a server that does not answer (0: none); a refused connection fails at once [GRAVELER_CONNECT_TIMEOUT]")
+	f.IntVar(&a.maxRequest, "max-request-size", maxRequest, "largest request message in bytes the server accepts (gravelerd's default: 4 MiB); larger requests are refused before sending, put-bulk sizes its batches under it (0: unchecked) [GRAVELER_MAX_REQUEST_SIZE]")
 	f.StringVarP(&a.output, "output", "o", "human", "output format: human or json")
 	f.BoolVar(&a.progress, "progress", isTerminal(a.streams.Err), "show progress on stderr for long operations")
 	root.PersistentPreRunE = func(c *cobra.Command, args []string) error {
@@ -159,6 +176,8 @@ func (a *app) root() *cobra.Command {
 		a.commitsCmd(), a.getCmd(), a.putCmd(), a.putBulkCmd(), a.rmCmd(), a.lsCmd(), a.diffCmd(),
 		a.statusCmd(), a.mergeCmd(), a.revertCmd(), a.cherryPickCmd(), a.resetCmd(), a.resetHardCmd(),
 		a.dumpCmd(), a.restoreCmd(), a.healthCmd())
+	root.AddCommand(a.versionCmd())
+	root.AddCommand(a.watchCmd())
 	return root
 }
 
@@ -176,7 +195,7 @@ func (a *app) connect(ctx context.Context) (*client.Client, error) {
 	if a.cl != nil {
 		return a.cl, nil
 	}
-	opts := []client.Option{client.WithTimeout(a.timeout)}
+	opts := []client.Option{client.WithTimeout(a.timeout), client.WithMaxRequestSize(a.maxRequest)}
 	if a.token != "" {
 		opts = append(opts, client.WithToken(a.token))
 	}
@@ -187,8 +206,12 @@ func (a *app) connect(ctx context.Context) (*client.Client, error) {
 			opts = append(opts, client.WithTLSFiles(a.tlsCA, a.tlsCert, a.tlsKey))
 		}
 	}
-	dctx, cancel := context.WithTimeout(ctx, a.timeout)
-	defer cancel()
+	dctx := ctx
+	if a.connectTimeout > 0 {
+		var cancel context.CancelFunc
+		dctx, cancel = context.WithTimeout(ctx, a.connectTimeout)
+		defer cancel()
+	}
 	cl, err := client.Dial(dctx, a.server, opts...)
 	if err != nil {
 		return nil, err
@@ -208,16 +231,32 @@ func (a *app) run(f func(ctx context.Context, cl *client.Client, args []string) 
 	}
 }
 
-var jsonOpts = protojson.MarshalOptions{UseProtoNames: true}
-
-// emit prints one message: as JSON with -o json, else with human.
+// emit prints one message: as JSON with -o json (see marshalJSON), else
+// with human.
 func (a *app) emit(m proto.Message, human func(w io.Writer)) error {
 	if a.output == "json" {
-		b, err := jsonOpts.Marshal(m)
+		b, err := marshalJSON(m)
 		if err != nil {
 			return err
 		}
-		_, err = fmt.Fprintln(a.streams.Out, string(b))
+		_, err = a.streams.Out.Write(b)
+		return err
+	}
+	if human != nil {
+		human(a.streams.Out)
+	}
+	return nil
+}
+
+// emitObject is emit for output that is no API message (put, rm,
+// put-bulk, version): v is a map or struct in the same field style.
+func (a *app) emitObject(v any, human func(w io.Writer)) error {
+	if a.output == "json" {
+		b, err := encodeJSON(v)
+		if err != nil {
+			return err
+		}
+		_, err = a.streams.Out.Write(b)
 		return err
 	}
 	if human != nil {
@@ -260,7 +299,22 @@ type commitFlags struct {
 
 func (cf *commitFlags) add(f *pflag.FlagSet, defMessage string) {
 	f.StringVarP(&cf.message, "message", "m", defMessage, "commit message")
-	f.StringVar(&cf.committer, "committer", envOr("USER", "gravelerctl"), "committer")
+	f.StringVar(&cf.committer, "committer", "", "committer (default: the token's name on the server with --token, else the local user)")
 	f.StringArrayVar(&cf.meta, "meta", nil, "metadata key=value (repeatable)")
 	f.BoolVar(&cf.allowEmpty, "allow-empty", false, "allow a commit with no changes")
+}
+
+// committer is the committer a command sends: --committer, else none when
+// a token is used (the server takes the token's name), else the local user.
+func (a *app) committer(cf *commitFlags) string {
+	if cf.committer != "" || a.token != "" {
+		return cf.committer
+	}
+	if u := os.Getenv("USER"); u != "" {
+		return u
+	}
+	if u, err := user.Current(); err == nil {
+		return u.Username
+	}
+	return ""
 }

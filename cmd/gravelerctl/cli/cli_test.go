@@ -31,8 +31,8 @@ func TestQuickstartFlow(t *testing.T) {
 	c.ok("branch", "create", "demo", "experiment", "--source", "main")
 	c.ok("put", "demo", "experiment", "datasets/c.parquet", "--data", "new")
 	c.ok("commit", "demo", "experiment", "-m", "add c")
-	c.ok("merge", "demo", "experiment", "main")
-	if out := c.ok("get", "demo", "main", "datasets/c.parquet"); out != "new\n" {
+	c.ok("merge", "demo", "experiment", "main", "--no-ff")
+	if out := c.ok("get", "demo", "main", "datasets/c.parquet"); out != "new" {
 		t.Fatalf("get: %q", out)
 	}
 	log := c.ok("log", "demo", "main")
@@ -64,7 +64,7 @@ func TestQuickstartFlow(t *testing.T) {
 	c.fails(cli.ExitNotFound, "get", "demo", "main", "nope")
 	c.fails(cli.ExitNotFound, "repo", "get", "nosuch")
 	c.fails(cli.ExitUsage, "repo", "create")
-	c.fails(cli.ExitUsage, "repo", "create", "Bad_Name")
+	c.fails(cli.ExitInvalidArgument, "repo", "create", "Bad_Name")
 	c.fails(cli.ExitUsage, "--nosuchflag")
 	errOut := c.fails(cli.ExitAborted, "reset-hard", "demo", "experiment", "main", "--etag", strings.Repeat("0", 64))
 	if !strings.Contains(errOut, "BRANCH_HEAD_MOVED") {
@@ -88,7 +88,7 @@ func TestQuickstartFlow(t *testing.T) {
 		t.Fatalf("put-bulk: %d %q %q", code, out, errOut)
 	}
 	c.ok("commit", "demo", "main", "-m", "bulk")
-	if out := c.ok("get", "demo", "main", "bulk/1199"); out != "d1199\n" {
+	if out := c.ok("get", "demo", "main", "bulk/1199"); out != "d1199" {
 		t.Fatalf("bulk entry: %q", out)
 	}
 	dump := filepath.Join(dir, "dump.jsonl")

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -17,8 +18,10 @@ import (
 	"github.com/spf13/cobra"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	pb "graveler/api/graveler/v1"
+	"graveler/buildinfo"
 	"graveler/client"
 )
 
@@ -33,6 +36,22 @@ func short(id string) string {
 
 func fmtTime(t interface{ AsTime() time.Time }) string {
 	return t.AsTime().Local().Format(time.RFC3339)
+}
+
+// revIn and revParen add the revision of a mutation to human output; a
+// server that does not report it (0) adds nothing.
+func revIn(rev int64) string {
+	if rev == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", revision %d", rev)
+}
+
+func revParen(rev int64) string {
+	if rev == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (revision %d)", rev)
 }
 
 // --- repositories
@@ -51,9 +70,9 @@ func (a *app) repoCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.emit(r.GetRepository(), func(w io.Writer) {
-				fmt.Fprintf(w, "created repository %s (default branch %s, storage %s)\n",
-					args[0], r.GetRepository().GetDefaultBranch(), r.GetRepository().GetStorageNamespace())
+			return a.emit(r, func(w io.Writer) {
+				fmt.Fprintf(w, "created repository %s (default branch %s, storage %s%s)\n",
+					args[0], r.GetRepository().GetDefaultBranch(), r.GetRepository().GetStorageNamespace(), revIn(r.GetRevision()))
 			})
 		}),
 	}
@@ -106,7 +125,7 @@ func (a *app) repoCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.emit(r, func(w io.Writer) { fmt.Fprintf(w, "deleted repository %s\n", args[0]) })
+			return a.emit(r, func(w io.Writer) { fmt.Fprintf(w, "deleted repository %s%s\n", args[0], revParen(r.GetRevision())) })
 		}),
 	}
 	c.AddCommand(create, get, list, del)
@@ -155,8 +174,8 @@ func (a *app) branchCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.emit(r.GetBranch(), func(w io.Writer) {
-				fmt.Fprintf(w, "created branch %s at %s (from %s)\n", args[1], r.GetBranch().GetCommitId(), src)
+			return a.emit(r, func(w io.Writer) {
+				fmt.Fprintf(w, "created branch %s at %s (from %s%s)\n", args[1], r.GetBranch().GetCommitId(), src, revIn(r.GetRevision()))
 			})
 		}),
 	}
@@ -207,7 +226,7 @@ func (a *app) branchCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.emit(r, func(w io.Writer) { fmt.Fprintf(w, "deleted branch %s\n", args[1]) })
+			return a.emit(r, func(w io.Writer) { fmt.Fprintf(w, "deleted branch %s%s\n", args[1], revParen(r.GetRevision())) })
 		}),
 	}
 	c.AddCommand(create, get, list, del)
@@ -225,8 +244,8 @@ func (a *app) resetHardCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.emit(r.GetBranch(), func(w io.Writer) {
-				fmt.Fprintf(w, "branch %s now at %s\n", args[1], r.GetBranch().GetCommitId())
+			return a.emit(r, func(w io.Writer) {
+				fmt.Fprintf(w, "branch %s now at %s%s\n", args[1], r.GetBranch().GetCommitId(), revParen(r.GetRevision()))
 			})
 		}),
 	}
@@ -254,7 +273,7 @@ func (a *app) resetCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.emit(r, func(w io.Writer) { fmt.Fprintf(w, "reset %s\n", args[1]) })
+			return a.emit(r, func(w io.Writer) { fmt.Fprintf(w, "reset %s%s\n", args[1], revParen(r.GetRevision())) })
 		}),
 	}
 	c.Flags().StringVar(&key, "key", "", "discard only this key's staged change")
@@ -273,7 +292,9 @@ func (a *app) tagCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.emit(r.GetTag(), func(w io.Writer) { fmt.Fprintf(w, "tag %s -> %s\n", args[1], r.GetTag().GetCommitId()) })
+			return a.emit(r, func(w io.Writer) {
+				fmt.Fprintf(w, "tag %s -> %s%s\n", args[1], r.GetTag().GetCommitId(), revParen(r.GetRevision()))
+			})
 		}),
 	}
 	get := &cobra.Command{
@@ -313,7 +334,7 @@ func (a *app) tagCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.emit(r, func(w io.Writer) { fmt.Fprintf(w, "deleted tag %s\n", args[1]) })
+			return a.emit(r, func(w io.Writer) { fmt.Fprintf(w, "deleted tag %s%s\n", args[1], revParen(r.GetRevision())) })
 		}),
 	}
 	c.AddCommand(create, get, list, del)
@@ -345,22 +366,43 @@ func (a *app) emitCommit(c *pb.Commit) error {
 	return a.emit(c, func(w io.Writer) { a.printCommit(w, c) })
 }
 
+// commitResponse is the response of a call that moves a branch by a commit.
+type commitResponse interface {
+	proto.Message
+	GetCommit() *pb.Commit
+	GetRevision() int64
+}
+
+// emitCommitted prints what a commit, merge, revert or cherry-pick did: the
+// new commit and where the branch is now.
+func (a *app) emitCommitted(branch string, r commitResponse) error {
+	return a.emit(r, func(w io.Writer) {
+		a.printCommit(w, r.GetCommit())
+		fmt.Fprintf(w, "branch %s now at %s%s\n", branch, short(r.GetCommit().GetId()), revParen(r.GetRevision()))
+	})
+}
+
 func (a *app) commitCmd() *cobra.Command {
 	var cf commitFlags
 	c := &cobra.Command{
-		Use: "commit REPO BRANCH", Short: "Commit a branch's staged changes", Args: nargs(2, "REPO BRANCH"),
+		Use: "commit REPO BRANCH", Short: "Commit a branch's staged changes (-m MESSAGE is required)", Args: nargs(2, "REPO BRANCH"),
+		PreRunE: func(c *cobra.Command, args []string) error {
+			// As git: a commit without a message is a mistake.
+			if strings.TrimSpace(cf.message) == "" {
+				return usagef("commit needs a message: -m MESSAGE")
+			}
+			return nil
+		},
 		RunE: a.run(func(ctx context.Context, cl *client.Client, args []string) error {
-			meta, err := parseMeta(cf.meta)
+			opts, err := a.commitOptions(&cf)
 			if err != nil {
 				return err
 			}
-			r, err := cl.Commit(ctx, &pb.CommitRequest{Branch: client.Branch(args[0], args[1]), Options: &pb.CommitOptions{
-				Message: cf.message, Committer: cf.committer, Metadata: meta, AllowEmpty: cf.allowEmpty,
-			}})
+			r, err := cl.Commit(ctx, &pb.CommitRequest{Branch: client.Branch(args[0], args[1]), Options: opts})
 			if err != nil {
 				return err
 			}
-			return a.emitCommit(r.GetCommit())
+			return a.emitCommitted(args[1], r)
 		}),
 	}
 	cf.add(c.Flags(), "")
@@ -450,16 +492,18 @@ func firstLine(s string) string {
 
 func (a *app) getCmd() *cobra.Command {
 	return &cobra.Command{
-		Use: "get REPO REF KEY", Short: "Print an entry's data (-o json: the whole entry)", Args: nargs(3, "REPO REF KEY"),
+		Use: "get REPO REF KEY", Short: "Print an entry's data, byte for byte (-o json: the whole entry)", Args: nargs(3, "REPO REF KEY"),
 		RunE: a.run(func(ctx context.Context, cl *client.Client, args []string) error {
 			r, err := cl.GetEntry(ctx, &pb.GetEntryRequest{Repository: client.Repository(args[0]), Ref: args[1], Key: []byte(args[2])})
 			if err != nil {
 				return err
 			}
-			return a.emit(r.GetEntry(), func(w io.Writer) {
-				_, _ = w.Write(r.GetEntry().GetValue().GetData())
-				fmt.Fprintln(w)
-			})
+			if a.output == "json" {
+				return a.emit(r.GetEntry(), nil)
+			}
+			// The data exactly, as git cat-file: no newline is added.
+			_, err = a.streams.Out.Write(r.GetEntry().GetValue().GetData())
+			return err
 		}),
 	}
 }
@@ -470,18 +514,38 @@ func identityOf(data []byte) []byte {
 	return []byte(hex.EncodeToString(h[:]))
 }
 
+// entryObject is the -o json output of put and rm: the branch and the key
+// (and identity), bytes fields in marshalJSON's style.
+func entryObject(branch string, key, identity []byte, size int) map[string]any {
+	obj := map[string]any{"branch": branch}
+	bytesField(obj, "key", key)
+	if identity != nil {
+		bytesField(obj, "identity", identity)
+		obj["size"] = size
+	}
+	return obj
+}
+
 func (a *app) putCmd() *cobra.Command {
 	var data, file, identity string
 	var ifAbsent bool
-	c := &cobra.Command{
-		Use: "put REPO BRANCH KEY", Short: "Stage an entry (data from --data, --file, or stdin)", Args: nargs(3, "REPO BRANCH KEY"),
+	var c *cobra.Command
+	c = &cobra.Command{
+		Use:   "put REPO BRANCH KEY",
+		Short: "Stage an entry (data from --data, --file, or stdin)",
+		Long: `Stage an entry. Its data comes from --data (--data '' is an empty value),
+--file, or else stdin. Limits: key 1 KiB, identity 256 bytes, data 512 KiB.`,
+		Args: nargs(3, "REPO BRANCH KEY"),
 		RunE: a.run(func(ctx context.Context, cl *client.Client, args []string) error {
 			var b []byte
 			var err error
+			// Changed, not data != "": --data '' stages an empty value
+			// instead of waiting for stdin.
+			hasData := c.Flags().Changed("data")
 			switch {
-			case data != "" && file != "":
+			case hasData && file != "":
 				return usagef("--data and --file exclude each other")
-			case data != "":
+			case hasData:
 				b = []byte(data)
 			case file != "":
 				if b, err = os.ReadFile(file); err != nil {
@@ -496,26 +560,60 @@ func (a *app) putCmd() *cobra.Command {
 			if identity == "" {
 				id = identityOf(b)
 			}
-			r, err := cl.PutEntry(ctx, &pb.PutEntryRequest{Branch: client.Branch(args[0], args[1]), IfAbsent: ifAbsent,
+			branch := client.Branch(args[0], args[1])
+			_, err = cl.PutEntry(ctx, &pb.PutEntryRequest{Branch: branch, IfAbsent: ifAbsent,
 				Entry: &pb.Entry{Key: []byte(args[2]), Value: &pb.Value{Identity: id, Data: b}}})
 			if err != nil {
 				return err
 			}
-			return a.emit(r, func(w io.Writer) { fmt.Fprintf(w, "staged %s on %s\n", args[2], args[1]) })
+			return a.emitObject(entryObject(branch, []byte(args[2]), id, len(b)), func(w io.Writer) {
+				fmt.Fprintf(w, "staged %s on %s (%d bytes)\n", displayKey([]byte(args[2])), args[1], len(b))
+			})
 		}),
 	}
-	c.Flags().StringVarP(&data, "data", "d", "", "entry data")
+	c.Flags().StringVarP(&data, "data", "d", "", "entry data ('' for an empty value)")
 	c.Flags().StringVarP(&file, "file", "f", "", "read entry data from this file")
 	c.Flags().StringVar(&identity, "identity", "", "entry identity (default: SHA-256 of the data)")
 	c.Flags().BoolVar(&ifAbsent, "if-absent", false, "fail if the key already exists on the branch")
 	return c
 }
 
-// bulkLine is one line of a bulk put file.
+// bulkLine is one line of a bulk put file. The *_base64 fields carry bytes
+// that are not UTF-8 text (as -o json prints them) and win over the plain
+// ones.
 type bulkLine struct {
-	Key      string `json:"key"`
-	Data     string `json:"data"`
-	Identity string `json:"identity,omitempty"`
+	Key            string  `json:"key"`
+	KeyBase64      *[]byte `json:"key_base64"`
+	Data           string  `json:"data"`
+	DataBase64     *[]byte `json:"data_base64"`
+	Identity       string  `json:"identity"`
+	IdentityBase64 *[]byte `json:"identity_base64"`
+}
+
+func (l *bulkLine) entry() *pb.Entry {
+	pick := func(s string, b *[]byte) []byte {
+		if b != nil {
+			return *b
+		}
+		return []byte(s)
+	}
+	data := pick(l.Data, l.DataBase64)
+	id := pick(l.Identity, l.IdentityBase64)
+	if len(id) == 0 {
+		id = identityOf(data)
+	}
+	return &pb.Entry{Key: pick(l.Key, l.KeyBase64), Value: &pb.Value{Identity: id, Data: data}}
+}
+
+// bulkResult is the -o json output of put-bulk, also when it stops early.
+type bulkResult struct {
+	Branch string `json:"branch"`
+	// Entries were acknowledged by the server: staged.
+	Entries int `json:"entries"`
+	// Line is the input line of the last acknowledged entry; a run that
+	// stopped can resume after it.
+	Line     int  `json:"line"`
+	Complete bool `json:"complete"`
 }
 
 func (a *app) putBulkCmd() *cobra.Command {
@@ -523,7 +621,19 @@ func (a *app) putBulkCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "put-bulk REPO BRANCH FILE",
 		Short: `Stage entries from a JSON lines file ({"key": "...", "data": "...", "identity": "..."}; "-" is stdin)`,
-		Args:  nargs(3, "REPO BRANCH FILE"),
+		Long: `Stage entries from a JSON lines file ("-" is stdin), one entry a line:
+
+  {"key": "...", "data": "...", "identity": "..."}
+
+identity is optional (default: SHA-256 of the data); key_base64, data_base64
+and identity_base64 give bytes that are not UTF-8 text. Entries are sent in
+batches of at most --batch entries and --max-request-size bytes.
+
+If it stops early (an error, the server gone, Ctrl-C), it says how many
+entries the server acknowledged and the input line of the last of them
+(stderr; with -o json also the result object on stdout): staging is
+idempotent, so run it again from the next line.`,
+		Args: nargs(3, "REPO BRANCH FILE"),
 		RunE: a.run(func(ctx context.Context, cl *client.Client, args []string) error {
 			if batch <= 0 || batch > 1000 {
 				return usagef("--batch must be 1..1000")
@@ -541,52 +651,72 @@ func (a *app) putBulkCmd() *cobra.Command {
 				}
 				in = f
 			}
+			branch := client.Branch(args[0], args[1])
+			res := bulkResult{Branch: branch}
+			// Room for the request's other fields.
+			budget := a.maxRequest - len(branch) - 16
 			cr := &countingReader{r: in}
 			p := a.newProgress("put", "bytes", total)
 			sc := bufio.NewScanner(cr)
 			sc.Buffer(make([]byte, 0, 1<<20), 4<<20)
 			var entries []*pb.Entry
-			n, line := 0, 0
+			size, line, batchLine := 0, 0, 0
 			flush := func() error {
 				if len(entries) == 0 {
 					return nil
 				}
-				if _, err := cl.BatchPutEntries(ctx, &pb.BatchPutEntriesRequest{Branch: client.Branch(args[0], args[1]), Entries: entries}); err != nil {
+				if _, err := cl.BatchPutEntries(ctx, &pb.BatchPutEntriesRequest{Branch: branch, Entries: entries}); err != nil {
 					return err
 				}
-				n += len(entries)
-				entries = entries[:0]
+				res.Entries += len(entries)
+				res.Line = batchLine
+				entries, size = entries[:0], 0
 				p.set(cr.n)
 				return nil
 			}
-			for sc.Scan() {
-				line++
-				if len(strings.TrimSpace(sc.Text())) == 0 {
-					continue
-				}
-				var l bulkLine
-				if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-					return usagef("%s:%d: %v", args[2], line, err)
-				}
-				id := []byte(l.Identity)
-				if l.Identity == "" {
-					id = identityOf([]byte(l.Data))
-				}
-				entries = append(entries, &pb.Entry{Key: []byte(l.Key), Value: &pb.Value{Identity: id, Data: []byte(l.Data)}})
-				if len(entries) == batch {
-					if err := flush(); err != nil {
-						return err
+			err := func() error {
+				for sc.Scan() {
+					line++
+					if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+						continue
+					}
+					var l bulkLine
+					if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+						return usagef("%s:%d: %v", args[2], line, err)
+					}
+					e := l.entry()
+					// An entry's share of the request: its bytes, field tag and length.
+					n := proto.Size(e) + 6
+					if len(entries) > 0 && budget > 0 && size+n > budget {
+						if err := flush(); err != nil {
+							return err
+						}
+					}
+					entries, size, batchLine = append(entries, e), size+n, line
+					if len(entries) == batch {
+						if err := flush(); err != nil {
+							return err
+						}
 					}
 				}
-			}
-			if err := sc.Err(); err != nil {
-				return err
-			}
-			if err := flush(); err != nil {
-				return err
-			}
+				if err := sc.Err(); err != nil {
+					return err
+				}
+				return flush()
+			}()
 			p.done()
-			return a.emit(&pb.BatchPutEntriesResponse{}, func(w io.Writer) { fmt.Fprintf(w, "staged %d entries on %s\n", n, args[1]) })
+			if err != nil {
+				if res.Entries > 0 || !errors.Is(err, errUsage) {
+					fmt.Fprintf(a.streams.Err, "gravelerctl: put-bulk stopped after %d acknowledged entries (through line %d of %s); run it again from line %d\n",
+						res.Entries, res.Line, args[2], res.Line+1)
+				}
+				if a.output == "json" {
+					_ = a.emitObject(res, nil)
+				}
+				return err
+			}
+			res.Complete = true
+			return a.emitObject(res, func(w io.Writer) { fmt.Fprintf(w, "staged %d entries on %s\n", res.Entries, args[1]) })
 		}),
 	}
 	c.Flags().IntVar(&batch, "batch", 500, "entries per request (1..1000)")
@@ -597,11 +727,13 @@ func (a *app) rmCmd() *cobra.Command {
 	return &cobra.Command{
 		Use: "rm REPO BRANCH KEY", Short: "Stage the deletion of an entry", Args: nargs(3, "REPO BRANCH KEY"),
 		RunE: a.run(func(ctx context.Context, cl *client.Client, args []string) error {
-			r, err := cl.DeleteEntry(ctx, &pb.DeleteEntryRequest{Branch: client.Branch(args[0], args[1]), Key: []byte(args[2])})
-			if err != nil {
+			branch := client.Branch(args[0], args[1])
+			if _, err := cl.DeleteEntry(ctx, &pb.DeleteEntryRequest{Branch: branch, Key: []byte(args[2])}); err != nil {
 				return err
 			}
-			return a.emit(r, func(w io.Writer) { fmt.Fprintf(w, "staged deletion of %s on %s\n", args[2], args[1]) })
+			return a.emitObject(entryObject(branch, []byte(args[2]), nil, 0), func(w io.Writer) {
+				fmt.Fprintf(w, "staged deletion of %s on %s\n", displayKey([]byte(args[2])), args[1])
+			})
 		}),
 	}
 }
@@ -630,10 +762,10 @@ func (a *app) lsCmd() *cobra.Command {
 					n++
 					if err := a.emit(e, func(io.Writer) {
 						if e.GetCommonPrefix() {
-							fmt.Fprintf(tw, "%s\t(prefix)\t\n", e.GetKey())
+							fmt.Fprintf(tw, "%s\t(prefix)\t\n", displayKey(e.GetKey()))
 							return
 						}
-						fmt.Fprintf(tw, "%s\t%s\t%d\n", e.GetKey(), short(string(e.GetValue().GetIdentity())), len(e.GetValue().GetData()))
+						fmt.Fprintf(tw, "%s\t%s\t%d\n", displayKey(e.GetKey()), displayKey([]byte(short(string(e.GetValue().GetIdentity())))), len(e.GetValue().GetData()))
 					}); err != nil {
 						return err
 					}
@@ -660,7 +792,7 @@ var diffMarks = map[pb.DiffType]string{
 
 func (a *app) emitDiffs(ds []*pb.Difference) error {
 	for _, d := range ds {
-		if err := a.emit(d, func(w io.Writer) { fmt.Fprintf(w, "%s %s\n", diffMarks[d.GetType()], d.GetKey()) }); err != nil {
+		if err := a.emit(d, func(w io.Writer) { fmt.Fprintf(w, "%s %s\n", diffMarks[d.GetType()], displayKey(d.GetKey())) }); err != nil {
 			return err
 		}
 	}
@@ -727,14 +859,22 @@ func (a *app) commitOptions(cf *commitFlags) (*pb.CommitOptions, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &pb.CommitOptions{Message: cf.message, Committer: cf.committer, Metadata: meta, AllowEmpty: cf.allowEmpty}, nil
+	return &pb.CommitOptions{Message: cf.message, Committer: a.committer(cf), Metadata: meta, AllowEmpty: cf.allowEmpty}, nil
 }
 
 func (a *app) mergeCmd() *cobra.Command {
 	var cf commitFlags
 	var strategy string
+	var noFF bool
 	c := &cobra.Command{
-		Use: "merge REPO SOURCE_REF DEST_BRANCH", Short: "Merge a reference into a branch", Args: nargs(3, "REPO SOURCE_REF DEST_BRANCH"),
+		Use:   "merge REPO SOURCE_REF DEST_BRANCH",
+		Short: "Merge a reference into a branch",
+		Long: `Merge a reference into a branch.
+
+By default, a destination with no staged changes whose head is an ancestor
+of the source moves to the source's commit (fast-forward), as git does;
+--no-ff always makes a merge commit. The output says which happened.`,
+		Args: nargs(3, "REPO SOURCE_REF DEST_BRANCH"),
 		RunE: a.run(func(ctx context.Context, cl *client.Client, args []string) error {
 			st, ok := strategies[strategy]
 			if !ok {
@@ -747,19 +887,26 @@ func (a *app) mergeCmd() *cobra.Command {
 			if opts.Message == "" {
 				opts.Message = fmt.Sprintf("Merge %s into %s", args[1], args[2])
 			}
-			r, err := cl.Merge(ctx, &pb.MergeRequest{Destination: client.Branch(args[0], args[2]), SourceRef: args[1], Options: opts, Strategy: st})
+			r, err := cl.Merge(ctx, &pb.MergeRequest{Destination: client.Branch(args[0], args[2]), SourceRef: args[1], Options: opts, Strategy: st, NoFf: noFF})
 			if err != nil {
 				return err
 			}
-			return a.emitCommit(r.GetCommit())
+			if !r.GetFastForward() {
+				return a.emitCommitted(args[2], r)
+			}
+			return a.emit(r, func(w io.Writer) {
+				fmt.Fprintf(w, "fast-forward: branch %s now at %s, the commit of %s; no merge commit (--no-ff makes one)%s\n",
+					args[2], short(r.GetCommit().GetId()), args[1], revIn(r.GetRevision()))
+			})
 		}),
 	}
 	cf.add(c.Flags(), "")
 	c.Flags().StringVar(&strategy, "strategy", "", "on conflict: dest-wins or source-wins (default: fail)")
+	c.Flags().BoolVar(&noFF, "no-ff", false, "always make a merge commit, also where the destination could fast-forward to the source")
 	return c
 }
 
-func (a *app) pickCmd(use, short string, do func(ctx context.Context, cl *client.Client, branch, ref string, parent int32, opts *pb.CommitOptions) (*pb.Commit, error)) *cobra.Command {
+func (a *app) pickCmd(use, short string, do func(ctx context.Context, cl *client.Client, branch, ref string, parent int32, opts *pb.CommitOptions) (commitResponse, error)) *cobra.Command {
 	var cf commitFlags
 	var parent int32
 	c := &cobra.Command{
@@ -769,11 +916,11 @@ func (a *app) pickCmd(use, short string, do func(ctx context.Context, cl *client
 			if err != nil {
 				return err
 			}
-			c, err := do(ctx, cl, client.Branch(args[0], args[1]), args[2], parent, opts)
+			r, err := do(ctx, cl, client.Branch(args[0], args[1]), args[2], parent, opts)
 			if err != nil {
 				return err
 			}
-			return a.emitCommit(c)
+			return a.emitCommitted(args[1], r)
 		}),
 	}
 	cf.add(c.Flags(), "")
@@ -782,16 +929,14 @@ func (a *app) pickCmd(use, short string, do func(ctx context.Context, cl *client
 }
 
 func (a *app) revertCmd() *cobra.Command {
-	return a.pickCmd("revert", "Commit the inverse of a commit onto a branch", func(ctx context.Context, cl *client.Client, branch, ref string, parent int32, opts *pb.CommitOptions) (*pb.Commit, error) {
-		r, err := cl.Revert(ctx, &pb.RevertRequest{Branch: branch, Ref: ref, ParentNumber: parent, Options: opts})
-		return r.GetCommit(), err
+	return a.pickCmd("revert", "Commit the inverse of a commit onto a branch", func(ctx context.Context, cl *client.Client, branch, ref string, parent int32, opts *pb.CommitOptions) (commitResponse, error) {
+		return cl.Revert(ctx, &pb.RevertRequest{Branch: branch, Ref: ref, ParentNumber: parent, Options: opts})
 	})
 }
 
 func (a *app) cherryPickCmd() *cobra.Command {
-	return a.pickCmd("cherry-pick", "Commit a commit's changes onto a branch", func(ctx context.Context, cl *client.Client, branch, ref string, parent int32, opts *pb.CommitOptions) (*pb.Commit, error) {
-		r, err := cl.CherryPick(ctx, &pb.CherryPickRequest{Branch: branch, Ref: ref, ParentNumber: parent, Options: opts})
-		return r.GetCommit(), err
+	return a.pickCmd("cherry-pick", "Commit a commit's changes onto a branch", func(ctx context.Context, cl *client.Client, branch, ref string, parent int32, opts *pb.CommitOptions) (commitResponse, error) {
+		return cl.CherryPick(ctx, &pb.CherryPickRequest{Branch: branch, Ref: ref, ParentNumber: parent, Options: opts})
 	})
 }
 
@@ -800,7 +945,7 @@ func (a *app) cherryPickCmd() *cobra.Command {
 func (a *app) dumpCmd() *cobra.Command {
 	var out string
 	c := &cobra.Command{
-		Use: "dump REPO", Short: "Dump a repository's commits, branches and tags as JSON lines", Args: nargs(1, "REPO"),
+		Use: "dump REPO", Short: "Dump a repository's commits, branches and tags as JSON lines (the -o json style)", Args: nargs(1, "REPO"),
 		RunE: a.run(func(ctx context.Context, cl *client.Client, args []string) error {
 			w := a.streams.Out
 			if out != "" && out != "-" {
@@ -827,12 +972,11 @@ func (a *app) dumpCmd() *cobra.Command {
 					return err
 				}
 				for _, r := range m.GetRecords() {
-					b, err := protojson.Marshal(r)
+					b, err := marshalJSON(r)
 					if err != nil {
 						return err
 					}
 					bw.Write(b)
-					bw.WriteByte('\n')
 					n++
 				}
 				p.set(n)
@@ -923,7 +1067,9 @@ func (a *app) restoreCmd() *cobra.Command {
 				return err
 			}
 			p.done()
-			return a.emit(resp, func(w io.Writer) { fmt.Fprintf(w, "restored %d records into %s\n", resp.GetRecords(), args[0]) })
+			return a.emit(resp, func(w io.Writer) {
+				fmt.Fprintf(w, "restored %d records into %s%s\n", resp.GetRecords(), args[0], revParen(resp.GetRevision()))
+			})
 		}),
 	}
 	c.Flags().BoolVar(&create, "create", false, "create REPO as a bare repository first")
@@ -947,5 +1093,43 @@ func (a *app) healthCmd() *cobra.Command {
 			}
 			return nil
 		}),
+	}
+}
+
+// buildVersion is a build's version in version's output.
+type buildVersion struct {
+	Version   string `json:"version"`
+	GoVersion string `json:"go_version"`
+}
+
+func (a *app) versionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the client's version and the server's (the client's alone, and exit non-zero, without a server)",
+		Args:  nargs(0, ""),
+		RunE: func(c *cobra.Command, args []string) error {
+			out := struct {
+				Client buildVersion  `json:"client"`
+				Server *buildVersion `json:"server,omitempty"`
+			}{Client: buildVersion{buildinfo.Version, buildinfo.GoVersion()}}
+			cl, err := a.connect(c.Context())
+			if err == nil {
+				var r *pb.GetServerVersionResponse
+				if r, err = cl.GetServerVersion(c.Context(), &pb.GetServerVersionRequest{}); err == nil {
+					out.Server = &buildVersion{r.GetVersion(), r.GetGoVersion()}
+				}
+			}
+			// The client's version is printed also when the server's is
+			// not known: it is half of what was asked.
+			if perr := a.emitObject(out, func(w io.Writer) {
+				fmt.Fprintf(w, "client: %s (%s)\n", out.Client.Version, out.Client.GoVersion)
+				if out.Server != nil {
+					fmt.Fprintf(w, "server: %s (%s)\n", out.Server.Version, out.Server.GoVersion)
+				}
+			}); perr != nil {
+				return perr
+			}
+			return err
+		},
 	}
 }

@@ -101,7 +101,7 @@ func TestOutputAndExitCodesOnFake(t *testing.T) {
 	if errOut := c.fails(cli.ExitNotFound, "repo", "get", "nosuch"); !strings.Contains(errOut, "REPOSITORY_NOT_FOUND") {
 		t.Fatalf("stderr: %s", errOut)
 	}
-	c.fails(cli.ExitUsage, "repo", "get", "Not_Valid")
+	c.fails(cli.ExitInvalidArgument, "repo", "get", "Not_Valid")
 	c.fails(cli.ExitUsage, "repo", "get")
 	c.fails(cli.ExitUsage, "-o", "yaml", "repo", "list")
 	c.fails(cli.ExitUsage, "reset", "repo-1", "main", "--key", "a", "--prefix", "b")
