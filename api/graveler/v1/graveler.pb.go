@@ -993,7 +993,8 @@ type CommitOptions struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// message is the commit message.
 	Message string `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
-	// committer is who commits.
+	// committer is who commits. Empty takes the name (label) of the
+	// caller's bearer token when the server checks tokens.
 	Committer string `protobuf:"bytes,2,opt,name=committer,proto3" json:"committer,omitempty"`
 	// metadata is user metadata.
 	Metadata map[string]string `protobuf:"bytes,3,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
