@@ -191,6 +191,10 @@ func TestChaos(t *testing.T) {
 	repoChurn := &worker{id: 91, c: clients[0], l: l, rng: rand.New(rand.NewPCG(s, 91))}
 	work = append(work, repoChurn.repoChurn)
 
+	// A consumer of the change feed follows it from here to the end of the
+	// checks.
+	fw := startFeedWatcher(t, clients, rand.New(rand.NewPCG(s, 92)))
+
 	var daemons *cleanerDaemons
 	if *cleaners > 0 {
 		daemons = startCleanerDaemons(t, c.endpoints(), daemon.DefaultEtcdPrefix, *cleaners, *cleanGap)
@@ -243,6 +247,7 @@ func TestChaos(t *testing.T) {
 		k.checkEntries(ctx, b, b.branch+"@")
 	}
 	k.checkDeleted(ctx)
+	checkFeed(ctx, t, fw, c.admin, clients[0], l)
 	var during cleanerMetrics
 	if daemons != nil {
 		during = daemons.stop(t)

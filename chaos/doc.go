@@ -3,7 +3,7 @@
 // runs only with the chaos build tag; the short forms are what .ci/run
 // runs (about 4 minutes on two cores):
 //
-//	go test -race -tags chaos ./chaos -run '^(TestChaos|TestLinModels|TestLinearizableKV|TestLinearizableBranch|TestAbandonedAttemptLandsLate|TestStoppedMemberCost)$' -v -chaos.duration=75s -lin.duration=30s -timeout 15m
+//	go test -race -tags chaos ./chaos -run '^(TestChaos|TestLinModels|TestLinearizableKV|TestLinearizableBranch|TestAbandonedAttemptLandsLate|TestStoppedMemberCost|TestFeedMemberFaults)$' -v -chaos.duration=75s -lin.duration=30s -timeout 15m
 //
 //	go test -tags chaos ./chaos -run '^TestChaos$' -v -chaos.duration=30m -timeout=40m               # long form
 //	go test -tags chaos ./chaos -run '^TestLinearizable' -v -lin.duration=5m -lin.ops=30000 -timeout=30m  # long linearizability runs
@@ -20,7 +20,9 @@
 // Faults: SIGSTOP of the leader or a follower (its connections stay open
 // and silent, as a hung host's would) and SIGCONT, SIGKILL of the leader
 // or a follower and a restart on its data, and, where gravelerd runs, a
-// gravelerd restart. One fault at a time, so a quorum always remains.
+// gravelerd restart. One fault at a time, so a quorum always remains,
+// except in TestFeedMemberFaults, which freezes two members on purpose so
+// that the member holding the feed's watch loses its leader.
 // Every member is killed when its test ends, pass or fail (and, on Linux,
 // when the test process dies: Pdeathsig).
 //
@@ -40,7 +42,16 @@
 //     branch produced (heads move only by successful compare-and-swap);
 //   - deleted repositories and branches are invisible;
 //   - no repository or staging partition is left in etcd that no live
-//     repository or branch references (after the cleaner has run).
+//     repository or branch references (after the cleaner has run);
+//   - a consumer of the change feed that follows WatchRefs through the
+//     whole run, moving between replicas with its token, received events
+//     that replay to the final refs, chain per branch, and hold every
+//     acknowledged mutation at the revision its response reported
+//     (CHAOS-FEED line).
+//
+// TestFeedMemberFaults kills and stops the etcd member holding gravelerd's
+// feed watch, restarts gravelerd, and makes the watch's member lose its
+// leader; the feed must match an independent raw etcd watch exactly.
 //
 // It prints the counts of operations, acknowledged operations, verified
 // facts and injected faults, and the failed calls by operation and code.

@@ -25,6 +25,7 @@ type ledger struct {
 	commits  map[branchRef][]*commitAttempt
 	branches map[branchRef]*lifecycle
 	repos    map[string]*lifecycle
+	tags     map[tagRef]*lifecycle
 
 	ops, acked, failed, verified atomic.Int64
 	// failures counts failed calls by "operation code" (under mu).
@@ -45,13 +46,17 @@ type commitAttempt struct {
 	message string
 	acked   bool
 	id      string
+	rev     int64 // the revision an acknowledged commit reported
 }
 
-// lifecycle of a branch or repository: a create or delete that failed may
-// still have applied, so only acknowledged outcomes are asserted.
+// lifecycle of a branch, repository or tag: a create or delete that
+// failed may still have applied, so only acknowledged outcomes are
+// asserted.
 type lifecycle struct {
 	created, deleted bool
 	deleteAttempted  bool
+	// The revisions an acknowledged create or delete reported (0: none).
+	createRev, deleteRev int64
 }
 
 func newLedger() *ledger {
@@ -60,6 +65,7 @@ func newLedger() *ledger {
 		commits:  map[branchRef][]*commitAttempt{},
 		branches: map[branchRef]*lifecycle{},
 		repos:    map[string]*lifecycle{},
+		tags:     map[tagRef]*lifecycle{},
 		failures: map[string]int{},
 	}
 }

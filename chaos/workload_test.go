@@ -139,7 +139,7 @@ func (w *worker) commit(ctx context.Context, b branchRef) error {
 	w.done(ctx, "commit", err)
 	if err == nil {
 		w.l.mu.Lock()
-		a.acked, a.id = true, resp.GetCommit().GetId()
+		a.acked, a.id, a.rev = true, resp.GetCommit().GetId(), resp.GetRevision()
 		w.l.mu.Unlock()
 	}
 	return err
@@ -167,13 +167,13 @@ func (w *worker) writer(ctx context.Context, b branchRef) {
 
 func (w *worker) createBranch(ctx context.Context, b branchRef) error {
 	s := w.l.branch(b)
-	_, err := call(ctx, func(ctx context.Context) (*pb.CreateBranchResponse, error) {
+	resp, err := call(ctx, func(ctx context.Context) (*pb.CreateBranchResponse, error) {
 		return w.c.CreateBranch(ctx, &pb.CreateBranchRequest{Parent: client.Repository(b.repo), BranchId: b.branch, SourceRef: "main"})
 	})
 	w.done(ctx, "create-branch", err)
 	if err == nil {
 		w.l.mu.Lock()
-		s.created = true
+		s.created, s.createRev = true, resp.GetRevision()
 		w.l.mu.Unlock()
 	}
 	return err
@@ -184,19 +184,21 @@ func (w *worker) deleteBranch(ctx context.Context, b branchRef) error {
 	w.l.mu.Lock()
 	s.deleteAttempted = true
 	w.l.mu.Unlock()
-	_, err := call(ctx, func(ctx context.Context) (*pb.DeleteBranchResponse, error) {
+	resp, err := call(ctx, func(ctx context.Context) (*pb.DeleteBranchResponse, error) {
 		return w.c.DeleteBranch(ctx, &pb.DeleteBranchRequest{Name: client.Branch(b.repo, b.branch)})
 	})
 	w.done(ctx, "delete-branch", err)
 	if err == nil {
 		w.l.mu.Lock()
-		s.deleted = true
+		s.deleted, s.deleteRev = true, resp.GetRevision()
 		w.l.mu.Unlock()
 	}
 	return err
 }
 
-// branchChurn creates a branch, writes and commits on it, and deletes it.
+// branchChurn creates a branch, writes and commits on it, tags it, and
+// deletes it; every other tag is deleted again, so tags come and go and
+// some remain.
 func (w *worker) branchChurn(ctx context.Context, repo string) {
 	for n := 0; ctx.Err() == nil; n++ {
 		b := branchRef{repo, fmt.Sprintf("t%02d-%04d", w.id, n)}
@@ -207,8 +209,43 @@ func (w *worker) branchChurn(ctx context.Context, repo string) {
 			_ = w.put(ctx, b, fmt.Sprintf("t/%d", i), 1)
 		}
 		_ = w.commit(ctx, b)
+		tag := tagRef{repo, fmt.Sprintf("k%02d-%04d", w.id, n)}
+		if w.createTag(ctx, tag, b.branch) == nil && n%2 == 1 {
+			_ = w.deleteTag(ctx, tag)
+		}
 		_ = w.deleteBranch(ctx, b)
 	}
+}
+
+func (w *worker) createTag(ctx context.Context, tag tagRef, ref string) error {
+	s := w.l.tag(tag)
+	resp, err := call(ctx, func(ctx context.Context) (*pb.CreateTagResponse, error) {
+		return w.c.CreateTag(ctx, &pb.CreateTagRequest{Parent: client.Repository(tag.repo), TagId: tag.tag, Ref: ref})
+	})
+	w.done(ctx, "create-tag", err)
+	if err == nil {
+		w.l.mu.Lock()
+		s.created, s.createRev = true, resp.GetRevision()
+		w.l.mu.Unlock()
+	}
+	return err
+}
+
+func (w *worker) deleteTag(ctx context.Context, tag tagRef) error {
+	s := w.l.tag(tag)
+	w.l.mu.Lock()
+	s.deleteAttempted = true
+	w.l.mu.Unlock()
+	resp, err := call(ctx, func(ctx context.Context) (*pb.DeleteTagResponse, error) {
+		return w.c.DeleteTag(ctx, &pb.DeleteTagRequest{Name: client.Tag(tag.repo, tag.tag)})
+	})
+	w.done(ctx, "delete-tag", err)
+	if err == nil {
+		w.l.mu.Lock()
+		s.deleted, s.deleteRev = true, resp.GetRevision()
+		w.l.mu.Unlock()
+	}
+	return err
 }
 
 // repoChurn creates a repository, writes and commits in it, and deletes it.
@@ -216,7 +253,7 @@ func (w *worker) repoChurn(ctx context.Context) {
 	for n := 0; ctx.Err() == nil; n++ {
 		repo := fmt.Sprintf("chaos-tmp-%02d-%04d", w.id, n)
 		s := w.l.repo(repo)
-		_, err := call(ctx, func(ctx context.Context) (*pb.CreateRepositoryResponse, error) {
+		resp, err := call(ctx, func(ctx context.Context) (*pb.CreateRepositoryResponse, error) {
 			return w.c.CreateRepository(ctx, &pb.CreateRepositoryRequest{RepositoryId: repo, Repository: &pb.Repository{DefaultBranch: "main"}})
 		})
 		w.done(ctx, "create-repository", err)
@@ -227,7 +264,7 @@ func (w *worker) repoChurn(ctx context.Context) {
 			continue
 		}
 		w.l.mu.Lock()
-		s.created = true
+		s.created, s.createRev = true, resp.GetRevision()
 		w.l.mu.Unlock()
 		b := branchRef{repo, "main"}
 		for i := range 5 {
@@ -242,13 +279,14 @@ func (w *worker) deleteRepo(ctx context.Context, repo string, s *lifecycle) {
 	w.l.mu.Lock()
 	s.deleteAttempted = true
 	w.l.mu.Unlock()
-	_, err := call(ctx, func(ctx context.Context) (*pb.DeleteRepositoryResponse, error) {
+	resp, err := call(ctx, func(ctx context.Context) (*pb.DeleteRepositoryResponse, error) {
 		return w.c.DeleteRepository(ctx, &pb.DeleteRepositoryRequest{Name: client.Repository(repo)})
 	})
 	w.done(ctx, "delete-repository", err)
 	if err == nil || code(err) == codes.NotFound {
 		w.l.mu.Lock()
 		s.deleted = err == nil || s.created
+		s.deleteRev = resp.GetRevision()
 		w.l.mu.Unlock()
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	pb "graveler/api/graveler/v1"
 )
@@ -122,6 +123,15 @@ func (c *Client) Watch(ctx context.Context, opts WatchOptions, handle func(*Watc
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if status.Code(err) == codes.DeadlineExceeded {
+			if dl, ok := ctx.Deadline(); ok && time.Until(dl) < time.Second {
+				// The deadline travelled with the call and the server's
+				// copy fired first: the caller's ends a moment later, and
+				// its error is the one Watch promises.
+				<-ctx.Done()
+				return ctx.Err()
+			}
 		}
 		if !retryable(err) {
 			return err
