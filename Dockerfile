@@ -6,6 +6,7 @@
 #   docker build --target gravelerd   --build-arg VERSION=<tag> -t graveler/gravelerd:<tag> .
 #   docker build --target cleaner     --build-arg VERSION=<tag> -t graveler/cleaner:<tag> .
 #   docker build --target gravelerctl --build-arg VERSION=<tag> -t graveler/gravelerctl:<tag> .
+#   docker build --target gravelerfsck --build-arg VERSION=<tag> -t graveler/gravelerfsck:<tag> .
 # VERSION is what --version, the start-up log, graveler_build_info and
 # GetServerVersion report ("dev" when not given).
 # The last stage (gravelerd) is the default target.
@@ -20,7 +21,7 @@ COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
-    go build -trimpath -ldflags="-s -w -X graveler/buildinfo.Version=${VERSION}" -o /out/ ./cmd/gravelerd ./cmd/cleaner ./cmd/gravelerctl
+    go build -trimpath -ldflags="-s -w -X graveler/buildinfo.Version=${VERSION}" -o /out/ ./cmd/gravelerd ./cmd/cleaner ./cmd/gravelerctl ./cmd/gravelerfsck
 
 FROM gcr.io/distroless/static-debian12:nonroot AS gravelerctl
 COPY --from=build /out/gravelerctl /usr/local/bin/gravelerctl
@@ -31,6 +32,11 @@ FROM gcr.io/distroless/static-debian12:nonroot AS cleaner
 COPY --from=build /out/cleaner /usr/local/bin/cleaner
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/cleaner"]
+
+FROM gcr.io/distroless/static-debian12:nonroot AS gravelerfsck
+COPY --from=build /out/gravelerfsck /usr/local/bin/gravelerfsck
+USER 65532:65532
+ENTRYPOINT ["/usr/local/bin/gravelerfsck"]
 
 FROM gcr.io/distroless/static-debian12:nonroot AS gravelerd
 COPY --from=build /out/gravelerd /usr/local/bin/gravelerd

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"graveler/graveler"
+	"graveler/graveler/committed"
 	"graveler/graveler/ref"
 	"graveler/keys"
 	"graveler/kv"
@@ -49,6 +50,13 @@ type Config struct {
 	// Lister lists partitions for the sweep (nil: the store, if it is a
 	// PartitionLister).
 	Lister PartitionLister
+	// Blobs holds the committed data of every storage namespace: the
+	// reclaim of a deleted repository empties its namespace there, and GC
+	// collects there. Nil: namespaces are left as they are, and GC cannot
+	// run.
+	Blobs committed.BlobStore
+	// GC collects committed objects no commit references (see GCConfig).
+	GC GCConfig
 	// Now returns the current time (default time.Now).
 	Now func() time.Time
 	// Logger (default zap.NewNop()).
@@ -71,6 +79,7 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
+	c.GC = c.GC.withDefaults()
 	return c
 }
 
@@ -103,6 +112,12 @@ type Summary struct {
 	// Errors counts failed steps; Failures describes the first few.
 	Errors   int      `json:"errors"`
 	Failures []string `json:"failures,omitempty"`
+	// NamespaceObjectsDeleted: objects deleted from the storage
+	// namespaces of reclaimed repositories.
+	NamespaceObjectsDeleted int64 `json:"namespace_objects_deleted"`
+	// GC is what the collection of unreferenced committed objects did, if
+	// this pass ran one.
+	GC *GCSummary `json:"gc,omitempty"`
 	// Incomplete: the run stopped at MaxKeys or Timeout; the next continues.
 	Incomplete bool `json:"incomplete"`
 	// StoppedBy says why an incomplete run stopped: StoppedByMaxKeys,
@@ -130,6 +145,10 @@ type Cleaner struct {
 	// seen remembers when a sweep first found unreferenced a partition
 	// whose name carries no creation time, for the two-pass grace.
 	seen map[string]time.Time
+	// lastGC is when this Cleaner last began a collection.
+	lastGC time.Time
+	// gcHooks, set by tests only, run between a collection's steps.
+	gcHooks *gcHooks
 }
 
 // New returns a Cleaner over store. It starts no goroutines.
@@ -169,6 +188,9 @@ func (c *Cleaner) RunOnce(ctx context.Context) (Summary, error) {
 	r := &pass{c: c, ctx: runCtx, parent: ctx, dropped: map[string]bool{}, badRecords: map[string]bool{}, unsure: map[string]bool{}}
 	r.sum.DryRun = c.cfg.DryRun
 	err := r.do()
+	if err == nil && r.ctx.Err() == nil && c.gcDue(c.cfg.Now()) {
+		r.collect()
+	}
 	if err != nil && r.stopped() {
 		// Cut short by Timeout: not a failure, the next run continues.
 		r.cutShort()
@@ -221,6 +243,9 @@ type pass struct {
 	// fully read (an undecodable repository record, or an undecodable
 	// branch of a live incarnation): nothing that may be theirs is dropped.
 	unsure map[string]bool
+	// claims holds the storage namespace claims, by "<repo>/<unique id>"
+	// of their holder, read after the work list.
+	claims map[string]*ref.NamespaceClaim
 }
 
 // stopped reports whether the run's own Timeout ended it (not its caller).
@@ -356,6 +381,11 @@ func (r *pass) do() error {
 		add(it)
 	}
 	backlog.Set(float64(len(queuedRepos) + len(queuedTokens)))
+	if len(repos) > 0 {
+		if err := r.scanClaims(); err != nil {
+			return err
+		}
+	}
 
 	// 3. Live tokens: never dropped.
 	live, err := r.liveTokens()
@@ -630,6 +660,9 @@ func (r *pass) drainRepo(it repoItem, live map[string]bool) {
 		r.fail(err, "drop repository partition", log...)
 		return
 	}
+	if !r.releaseNamespace(it, log) {
+		return
+	}
 	removed := true
 	if it.queued && !r.c.cfg.DryRun {
 		if removed, err = r.removeItem(keys.DeletedRepository(it.repo, it.uid), it.pred); err != nil {
@@ -642,6 +675,77 @@ func (r *pass) drainRepo(it repoItem, live map[string]bool) {
 	}
 	r.sum.RepositoriesReclaimed++
 	r.c.log.Info("cleaner: "+r.did("reclaimed", "would reclaim")+" deleted repository", append(log, zap.Int("tokens", len(tokens)))...)
+}
+
+// scanClaims reads every storage namespace claim. An undecodable claim is
+// reported and passed over: the incarnation it may name keeps its work
+// item, as releaseNamespace cannot tell whether it holds a namespace.
+func (r *pass) scanClaims() error {
+	r.claims = map[string]*ref.NamespaceClaim{}
+	for e, err := range r.c.store.Scan(r.ctx, keys.Graveler(), kv.ScanOptions{Start: []byte(keys.NamespacesPrefix)}) {
+		if err != nil {
+			return fmt.Errorf("%w: scan namespace claims: %w", ErrRunFailed, err)
+		}
+		if !strings.HasPrefix(string(e.Key), keys.NamespacesPrefix) {
+			break
+		}
+		c, err := ref.DecodeNamespaceClaim(e.Key, e.Value)
+		if err != nil {
+			r.skipRecord(kindNamespaceClaim, keys.Graveler(), e.Key, "", err)
+			continue
+		}
+		r.claims[string(c.Repository)+"/"+string(c.UniqueID)] = c
+	}
+	return nil
+}
+
+// releaseNamespace ends the claim a reclaimed incarnation holds on its
+// storage namespace, once its partitions are dropped and before its work
+// item is removed: the claim is marked reclaiming (after which nothing
+// else removes it or takes it over), then released, so no other
+// repository holds the namespace meanwhile. It reports whether the work
+// item may go; on false the next run tries again. A claim that no longer
+// names the incarnation (released, or taken over as stale) is not its
+// to release.
+func (r *pass) releaseNamespace(it repoItem, log []zap.Field) bool {
+	c, ok := r.claims[it.repo+"/"+it.uid]
+	if !ok {
+		return true
+	}
+	log = append(log, zap.String("namespace", string(c.Namespace)))
+	if r.c.cfg.DryRun {
+		// Counts what emptying the namespace would delete.
+		n, err := r.emptyNamespace(c.Namespace, it.repo, it.uid)
+		r.sum.NamespaceObjectsDeleted += n
+		if err != nil {
+			r.fail(err, "empty storage namespace", log...)
+			return false
+		}
+		return true
+	}
+	id, uid := graveler.RepositoryID(it.repo), graveler.UniqueID(it.uid)
+	held, err := r.c.refs.ReclaimNamespace(r.ctx, c.Namespace, id, uid)
+	if err != nil {
+		r.fail(err, "mark storage namespace reclaiming", log...)
+		return false
+	}
+	if !held {
+		return true
+	}
+	// Marked reclaiming: the namespace is this incarnation's alone until
+	// released, so emptying it removes no other repository's objects.
+	n, err := r.emptyNamespace(c.Namespace, it.repo, it.uid)
+	r.sum.NamespaceObjectsDeleted += n
+	if err != nil {
+		r.fail(err, "empty storage namespace", log...)
+		return false
+	}
+	if err := r.c.refs.ReleaseNamespace(r.ctx, c.Namespace, id, uid); err != nil {
+		r.fail(err, "release storage namespace", log...)
+		return false
+	}
+	r.c.log.Info("cleaner: released storage namespace of deleted repository", log...)
+	return true
 }
 
 // drainToken reclaims one consumed staging token.

@@ -1,12 +1,17 @@
 // Package cleaner reclaims what repository deletes, branch deletes and
-// commits leave behind on the kv store (docs/architecture.md, "Cleaner"):
+// commits leave behind on the kv store and in the blob store
+// (docs/architecture.md, "Cleaner"):
 //
 //  1. Records: a repository record that no longer counts (deleting, or
 //     initial past the creation timeout) is retired through ref, which queues
 //     it under graveler_deleted/repos and removes the record.
 //  2. graveler_deleted/repos/<repo>/<unique id>: collect the staging and
 //     sealed tokens of the incarnation's branches, drop those staging
-//     partitions, drop the repository partition, then remove the entry.
+//     partitions, drop the repository partition, empty its storage
+//     namespace (Config.Blobs: every object there, the marker
+//     graveler.NamespaceMarker last and only if it names this
+//     incarnation) once its claim is marked reclaiming, release the claim,
+//     then remove the entry.
 //  3. graveler_deleted/tokens/<token>: drop the staging partition, then
 //     remove the entry.
 //  4. With Config.Sweep, an orphan sweep: repository and staging partitions
@@ -56,6 +61,28 @@
 // the grace apart (in --once mode such partitions are therefore never
 // swept).
 //
+// Garbage collection (Config.GC, after the reclaim of RunOnce, at most
+// once per GCConfig.Interval): the committed objects (ranges and
+// metaranges under committed.RangesPrefix and MetaRangesPrefix; nothing
+// else is ever deleted) that no commit references. The mark notes the
+// time, then reads every repository record, namespace claim and commit
+// record, on etcd at one revision; every commit of every live (active or
+// initial) repository is a root. A namespace a deleted repository still
+// holds (its record deleting, or its claim not yet released) is left to
+// its reclaim, and one of a repository with no branch (being created, or
+// bare while RestoreRefs loads its commits) is left alone. Each namespace is swept on its own: read every metarange
+// its commits reference, list its objects, and delete those neither
+// referenced nor modified within GCConfig.Grace of the mark's time (the
+// writer's side of that rule is in committed's package doc), each after
+// one more Stat, so that an object stored again meanwhile is kept. An
+// undecodable repository record or commit record, or a failed read of the
+// records, aborts the whole collection before anything is deleted; any
+// failed read in a namespace (a metarange missing or unreadable, a
+// listing, a Stat) ends that namespace's sweep, counted in Summary.Errors;
+// nothing unread is ever taken for unreferenced. Deletes are bounded by
+// GCConfig.DeleteRate. Summary.GC says what was marked, listed, deleted
+// and kept young; graveler_gc_* metrics count the same.
+//
 // Orphan discovery needs more than kv.Store: a PartitionLister, probed on
 // the store or given in Config.Lister. *etcdkv.Store is one (keys-only
 // ranges that skip from one partition to the next; NewEtcdLister makes one
@@ -70,11 +97,11 @@
 // an Elector (NewEtcdElector: go.etcd.io/etcd/client/v3/concurrency).
 //
 // Concurrency: a Cleaner is safe for concurrent use; New starts no
-// goroutines. The store stays owned by the caller.
+// goroutines. The store and Config.Blobs stay owned by the caller.
 //
 // Errors: RunOnce returns an error (wrapping ErrRunFailed) when a pass could
 // not read what it needs to decide safely (a failed scan of the records,
-// the work list or live tokens); failures on single entries are counted in
-// Summary.Errors and described in Summary.Failures, and the pass
-// continues.
+// the work list, the namespace claims or live tokens); failures on single
+// entries are counted in Summary.Errors and described in Summary.Failures,
+// and the pass continues.
 package cleaner

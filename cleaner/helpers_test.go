@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -82,8 +83,12 @@ func newWorld(t testing.TB, store kv.Store, s shape) *world {
 	return w
 }
 
+var namespaces atomic.Int64
+
+// repoParams returns the parameters of a new repository, on a storage
+// namespace no other call returns (a namespace is held by one repository).
 func repoParams() graveler.Repository {
-	return graveler.Repository{StorageNamespace: "mem://ns", DefaultBranchID: "main"}
+	return graveler.Repository{StorageNamespace: graveler.StorageNamespace(fmt.Sprintf("mem://ns-%d", namespaces.Add(1))), DefaultBranchID: "main"}
 }
 
 func initialCommit() graveler.Commit {
@@ -271,12 +276,25 @@ func (w *world) liveEntries(all []string) map[string]int {
 func (w *world) checkOnlyReachable(all []string, before map[string]int) {
 	w.t.Helper()
 	records, repoParts, tokens := w.reachable()
+	claims := map[string]bool{}
+	for _, rec := range w.live {
+		norm, err := graveler.NormalizeStorageNamespace(rec.StorageNamespace)
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		claims[keys.PartitionGraveler+"/"+string(keys.NamespaceClaim(string(norm)))] = true
+	}
 	perToken := map[string]int{}
 	var stray []string
 	for _, k := range all {
 		switch {
 		case strings.HasPrefix(k, keys.PartitionGraveler+"/"+keys.ReposPrefix):
 			if !records[strings.TrimPrefix(k, keys.PartitionGraveler+"/"+keys.ReposPrefix)] {
+				stray = append(stray, k)
+			}
+		case strings.HasPrefix(k, keys.PartitionGraveler+"/"+keys.NamespacesPrefix):
+			// The claims of the live repositories, and no other.
+			if !claims[k] {
 				stray = append(stray, k)
 			}
 		case strings.HasPrefix(k, "repo/"):

@@ -13,6 +13,8 @@ const (
 	kindBranch     = "branch"
 	reasonDeleted  = "deleted"
 	reasonOrphan   = "orphan"
+	// kindNamespaceClaim: a storage namespace claim (skipped records only).
+	kindNamespaceClaim = "namespace_claim"
 )
 
 var (
@@ -43,7 +45,7 @@ var (
 	})
 	skippedRecords = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "graveler_cleaner_skipped_records_total",
-		Help: "Repository and branch records the cleaner could not decode and passed over, by kind (repository, branch); each counts once per pass. Whatever such a record may reference is kept.",
+		Help: "Repository, branch and storage namespace claim records the cleaner could not decode and passed over, by kind (repository, branch, namespace_claim); each counts once per pass. Whatever such a record may reference is kept.",
 	}, []string{"kind"})
 	errorsTotal = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "graveler_cleaner_errors_total",
@@ -71,5 +73,70 @@ func observeRun(s *Summary, err error) {
 		runsTotal.WithLabelValues("incomplete").Inc()
 	default:
 		runsTotal.WithLabelValues("ok").Inc()
+	}
+}
+
+var (
+	gcRunsTotal = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "graveler_gc_runs_total",
+		Help: "Collections of unreferenced committed objects by outcome (ok; error: a namespace's sweep stopped at a failed read; aborted: stopped before sweeping).",
+	}, []string{"outcome"})
+	gcDuration = promauto.NewHistogram(prometheus.HistogramOpts{
+		Name:    "graveler_gc_duration_seconds",
+		Help:    "Duration of collections of unreferenced committed objects.",
+		Buckets: prometheus.ExponentialBuckets(0.01, 2, 20),
+	})
+	gcMarked = promauto.NewGauge(prometheus.GaugeOpts{
+		Name: "graveler_gc_objects_marked",
+		Help: "Metaranges and ranges the last collection found referenced by a commit.",
+	})
+	gcListed = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "graveler_gc_objects_listed_total",
+		Help: "Committed objects listed by collections.",
+	})
+	gcDeleted = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "graveler_gc_objects_deleted_total",
+		Help: "Unreferenced committed objects older than the grace period deleted by collections (not in dry runs).",
+	})
+	gcBytesDeleted = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "graveler_gc_bytes_deleted_total",
+		Help: "Bytes of the objects collections deleted (not in dry runs).",
+	})
+	gcKeptYoung = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "graveler_gc_objects_kept_young_total",
+		Help: "Unreferenced committed objects kept because they are younger than the grace period.",
+	})
+	gcNamespacesAborted = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "graveler_gc_namespaces_aborted_total",
+		Help: "Sweeps of a storage namespace stopped by a read that failed (nothing more deleted there).",
+	})
+	gcLastSuccess = promauto.NewGauge(prometheus.GaugeOpts{
+		Name: "graveler_gc_last_success_timestamp_seconds",
+		Help: "When the last collection that swept every namespace without a failure ended (Unix time).",
+	})
+	gcNamespaceObjectsDeleted = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "graveler_gc_namespace_objects_deleted_total",
+		Help: "Objects deleted from the storage namespaces of reclaimed (deleted) repositories.",
+	})
+)
+
+func observeGC(s *GCSummary, dryRun bool) {
+	gcDuration.Observe(s.Duration.Seconds())
+	gcMarked.Set(float64(s.Marked))
+	gcListed.Add(float64(s.Listed))
+	gcKeptYoung.Add(float64(s.KeptYoung))
+	gcNamespacesAborted.Add(float64(s.NamespacesAborted))
+	if !dryRun {
+		gcDeleted.Add(float64(s.Deleted))
+		gcBytesDeleted.Add(float64(s.BytesDeleted))
+	}
+	switch {
+	case s.Aborted:
+		gcRunsTotal.WithLabelValues("aborted").Inc()
+	case s.NamespacesAborted > 0:
+		gcRunsTotal.WithLabelValues("error").Inc()
+	default:
+		gcRunsTotal.WithLabelValues("ok").Inc()
+		gcLastSuccess.SetToCurrentTime()
 	}
 }

@@ -280,9 +280,10 @@ func liveIDs(t testing.TB, g *graveler.Graveler, live map[graveler.RepositoryID]
 // returns those no live repository reaches. live maps each live
 // repository to its unique id. Reachable are: the live repositories'
 // records (active, with that id), their repository partitions, and the
-// staging partitions their branch records name (staging or sealed).
+// staging partitions their branch records name (staging or sealed), and
+// the storage namespace claims they hold.
 // Nothing else may remain after a complete cleaner pass: not a work item,
-// not another record, not another partition. perToken counts the keys of
+// not another record, not another partition, not another claim. perToken counts the keys of
 // each reachable staging partition.
 func unreachableInEtcd(t testing.TB, cli *clientv3.Client, root string, live map[string]string) (stray []string, perToken map[string]int) {
 	t.Helper()
@@ -306,6 +307,11 @@ func unreachableInEtcd(t testing.TB, cli *clientv3.Client, root string, live map
 				continue
 			}
 			seenRecord[name] = true
+		case strings.HasPrefix(k, keys.PartitionGraveler+"/"+keys.NamespacesPrefix):
+			c, err := ref.DecodeNamespaceClaim([]byte(strings.TrimPrefix(k, keys.PartitionGraveler+"/")), e.Value)
+			if err != nil || live[string(c.Repository)] != string(c.UniqueID) {
+				stray = append(stray, k)
+			}
 		case strings.HasPrefix(k, "repo/"):
 			p, rest, _ := strings.Cut(strings.TrimPrefix(k, "repo/"), "/")
 			if !livePart["repo/"+p] {

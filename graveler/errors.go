@@ -91,3 +91,53 @@ func (e *MergeConflictError) Error() string {
 }
 
 func (e *MergeConflictError) Unwrap() error { return ErrMergeConflict }
+
+// Storage namespace errors of a create.
+var (
+	// ErrNamespaceInUse: another repository (live, being created, or
+	// deleted and not yet reclaimed by the cleaner) holds the storage
+	// namespace, or one nested in it or containing it. Wrapped by
+	// *NamespaceInUseError, which names the holder.
+	ErrNamespaceInUse = fmt.Errorf("storage namespace in use: %w", ErrAlreadyExists)
+	// ErrNamespaceUnwritable: the storage namespace could not be written
+	// and read back (unreachable, no such bucket, no permission, no
+	// credentials); the message names the namespace and the cause.
+	ErrNamespaceUnwritable = fmt.Errorf("storage namespace not writable: %w", ErrFailedPrecondition)
+)
+
+// NamespaceInUseError names the repository holding a storage namespace a
+// create asked for. It wraps ErrNamespaceInUse; find it with
+// errors.AsType[*NamespaceInUseError].
+type NamespaceInUseError struct {
+	// Namespace is the namespace asked for.
+	Namespace StorageNamespace
+	// Held is the namespace the holder claimed: Namespace, another
+	// spelling of it, or one nested in it or containing it.
+	Held StorageNamespace
+	// Repository and UniqueID name the holding incarnation.
+	Repository RepositoryID
+	UniqueID   UniqueID
+	// State says why the holder still counts: "active", "being created",
+	// "being deleted", or "deleted, until the cleaner reclaims it".
+	State string
+}
+
+func (e *NamespaceInUseError) Error() string {
+	held := ""
+	if e.Held != e.Namespace {
+		held = fmt.Sprintf(" through %q", e.Held)
+	}
+	return fmt.Sprintf("storage namespace %q is in use by repository %s%s (incarnation %s, %s)", e.Namespace, e.Repository, held, e.UniqueID, e.State)
+}
+
+func (e *NamespaceInUseError) Unwrap() error { return ErrNamespaceInUse }
+
+// ErrorMetadata is the ErrorInfo metadata of the status the error becomes.
+func (e *NamespaceInUseError) ErrorMetadata() map[string]string {
+	return map[string]string{
+		"storage_namespace":  string(e.Namespace),
+		"held_namespace":     string(e.Held),
+		"holding_repository": string(e.Repository),
+		"holder_state":       e.State,
+	}
+}

@@ -2,6 +2,7 @@ package graveler
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
@@ -304,27 +305,64 @@ func (g *Graveler) initialCommit() Commit {
 	}
 }
 
+// CreateRepository creates a repository on a storage namespace no other
+// repository holds (ErrNamespaceInUse), after proving it writable
+// (ErrNamespaceUnwritable).
 func (g *Graveler) CreateRepository(ctx context.Context, id RepositoryID, ns StorageNamespace, defaultBranch BranchID) (*RepositoryRecord, error) {
 	if err := validateNewRepository(id, ns, defaultBranch); err != nil {
 		return nil, err
 	}
-	return g.refs.CreateRepository(ctx, id, Repository{StorageNamespace: ns, DefaultBranchID: defaultBranch}, g.initialCommit())
+	return g.refs.CreateRepository(ctx, id, Repository{StorageNamespace: ns, DefaultBranchID: defaultBranch}, g.initialCommit(), g.namespaceCheck()...)
 }
 
 // CreateBareRepository creates a repository with no commit or branch, to
-// restore a refs dump into.
+// restore a refs dump into; its namespace is claimed and checked as
+// CreateRepository's.
 func (g *Graveler) CreateBareRepository(ctx context.Context, id RepositoryID, ns StorageNamespace, defaultBranch BranchID) (*RepositoryRecord, error) {
 	if err := validateNewRepository(id, ns, defaultBranch); err != nil {
 		return nil, err
 	}
-	return g.refs.CreateBareRepository(ctx, id, Repository{StorageNamespace: ns, DefaultBranchID: defaultBranch})
+	return g.refs.CreateBareRepository(ctx, id, Repository{StorageNamespace: ns, DefaultBranchID: defaultBranch}, g.namespaceCheck()...)
+}
+
+// namespaceCheck writes NamespaceMarker into a new repository's namespace
+// and reads it back, when the committed store can. It runs after the
+// namespace is claimed, so no other create writes there meanwhile.
+func (g *Graveler) namespaceCheck() []CreateOption {
+	nc, ok := g.committed.(NamespaceChecker)
+	if !ok {
+		return nil
+	}
+	return []CreateOption{WithNamespaceCheck(func(ctx context.Context, repo *RepositoryRecord) error {
+		marker, err := json.Marshal(struct {
+			Repository RepositoryID `json:"repository"`
+			UniqueID   UniqueID     `json:"unique_id"`
+			Created    time.Time    `json:"created"`
+		}{repo.RepositoryID, repo.UniqueID, repo.CreationDate})
+		if err != nil {
+			return err
+		}
+		err = nc.CheckNamespace(ctx, repo.StorageNamespace, NamespaceMarker, marker)
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return fmt.Errorf("check storage namespace %q: %w", repo.StorageNamespace, ctx.Err())
+		case errors.Is(err, ErrInvalidStorageNamespace):
+			return err
+		}
+		// The cause is kept as text: a blob store's error may wrap a
+		// category (a read-back that found nothing is ErrNotFound) that
+		// must not decide the status of a namespace that does not work.
+		return fmt.Errorf("%w: %q: write and read back %s: %v", ErrNamespaceUnwritable, repo.StorageNamespace, NamespaceMarker, err)
+	})}
 }
 
 func validateNewRepository(id RepositoryID, ns StorageNamespace, defaultBranch BranchID) error {
 	if err := ValidateRepositoryID(id); err != nil {
 		return err
 	}
-	if err := ValidateStorageNamespace(ns); err != nil {
+	if _, err := NormalizeStorageNamespace(ns); err != nil {
 		return err
 	}
 	return ValidateBranchID(defaultBranch)

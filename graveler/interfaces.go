@@ -51,14 +51,38 @@ type ListCommitsOptions struct {
 // ErrSkipUpdate ends the update without writing.
 type BranchUpdateFunc func(*Branch) (*Branch, error)
 
+// NamespaceCheck proves that a new repository can use its storage
+// namespace. CreateRepository runs it once the namespace is claimed for the
+// new incarnation and before any of its refs are written; an error
+// abandons the creation and is returned as it is.
+type NamespaceCheck func(ctx context.Context, repo *RepositoryRecord) error
+
+// CreateOptions are what CreateOption set.
+type CreateOptions struct {
+	// CheckNamespace, if set, is run as NamespaceCheck says.
+	CheckNamespace NamespaceCheck
+}
+
+// CreateOption tunes RefManager.CreateRepository and CreateBareRepository.
+type CreateOption func(*CreateOptions)
+
+// WithNamespaceCheck runs check during a create (see NamespaceCheck).
+func WithNamespaceCheck(check NamespaceCheck) CreateOption {
+	return func(o *CreateOptions) { o.CheckNamespace = check }
+}
+
 // RefManager stores repositories, branches, tags and commits.
 type RefManager interface {
 	// CreateRepository creates a repository with its initial commit (empty
-	// tree) and default branch: initial -> commit -> branch -> active.
-	CreateRepository(ctx context.Context, id RepositoryID, repo Repository, initialCommit Commit) (*RepositoryRecord, error)
-	// CreateBareRepository creates an active repository with no branch or
-	// commit, for RestoreRefs.
-	CreateBareRepository(ctx context.Context, id RepositoryID, repo Repository) (*RepositoryRecord, error)
+	// tree) and default branch: initial -> namespace claimed -> namespace
+	// checked -> commit -> branch -> active. A storage namespace is held
+	// by one repository at a time, from its creation until the cleaner
+	// has reclaimed it after its delete: ErrNamespaceInUse otherwise.
+	CreateRepository(ctx context.Context, id RepositoryID, repo Repository, initialCommit Commit, opts ...CreateOption) (*RepositoryRecord, error)
+	// CreateBareRepository creates a repository with no branch or commit,
+	// for RestoreRefs: initial -> namespace claimed -> namespace checked
+	// -> active.
+	CreateBareRepository(ctx context.Context, id RepositoryID, repo Repository, opts ...CreateOption) (*RepositoryRecord, error)
 	// GetRepository returns an active repository, ErrRepositoryDeleting
 	// while one is being deleted, or ErrRepositoryNotFound.
 	GetRepository(ctx context.Context, id RepositoryID) (*RepositoryRecord, error)
@@ -200,6 +224,27 @@ type CommittedManager interface {
 	// Exists reports whether a metarange is stored.
 	Exists(ctx context.Context, ns StorageNamespace, mr MetaRangeID) (bool, error)
 }
+
+// NamespaceChecker is an optional ability of a CommittedManager: write an
+// object under a storage namespace and read it back, to prove the
+// namespace reachable, writable and readable before a repository takes
+// it. Errors are the blob store's, unwrapped: ErrInvalidStorageNamespace
+// for a namespace it cannot open, otherwise whatever the write or read
+// returned.
+type NamespaceChecker interface {
+	CheckNamespace(ctx context.Context, ns StorageNamespace, name string, data []byte) error
+}
+
+// NamespaceMarkerPrefix begins the names of objects Graveler keeps in a
+// storage namespace for itself, outside committed data: collecting
+// unreferenced committed objects must never remove them.
+const NamespaceMarkerPrefix = "_graveler/"
+
+// NamespaceMarker is the object a create writes into its storage
+// namespace and reads back (NamespaceChecker), and leaves there: it names
+// the repository that holds the namespace, for an operator looking at a
+// bucket. The last create to take the namespace wrote it.
+const NamespaceMarker = NamespaceMarkerPrefix + "repository"
 
 // ApplyOptions shape Apply.
 type ApplyOptions struct {

@@ -88,7 +88,7 @@ func TestRepositoryCreatedAgainOnAnotherReplica(t *testing.T) {
 				repo := graveler.RepositoryID("again-" + m.name)
 				a, b := newReplica(), newReplica()
 				fa := &fixture{t: t, g: a, ctx: ctx, repo: repo}
-				if _, err := a.CreateRepository(ctx, repo, "mem://again", "main"); err != nil {
+				if _, err := a.CreateRepository(ctx, repo, graveler.StorageNamespace("mem://"+repo), "main"); err != nil {
 					t.Fatal(err)
 				}
 				fa.set("main", "old", "1")
@@ -96,7 +96,9 @@ func TestRepositoryCreatedAgainOnAnotherReplica(t *testing.T) {
 				if err := b.DeleteRepository(ctx, repo); err != nil {
 					t.Fatal(err)
 				}
-				if _, err := b.CreateRepository(ctx, repo, "mem://again", "main"); err != nil {
+				// A new namespace: the deleted incarnation holds its own
+				// until the cleaner has reclaimed it.
+				if _, err := b.CreateRepository(ctx, repo, graveler.StorageNamespace("mem://"+repo+"-2"), "main"); err != nil {
 					t.Fatal(err)
 				}
 				fa.wantMissing("main", "old")

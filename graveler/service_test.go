@@ -445,7 +445,12 @@ func TestMergeRevertCherryPick(t *testing.T) {
 
 func TestDumpRestore(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, store kv.Store) {
-		f := newFixture(t, store, graveler.Config{})
+		blobs := committed.NewBucketStore(committed.BucketConfig{})
+		t.Cleanup(func() { blobs.Close() })
+		f := &fixture{t: t, g: gravelertest.New(t, store, gravelertest.Options{Blobs: blobs}), ctx: context.Background(), repo: "repo"}
+		if _, err := f.g.CreateRepository(f.ctx, f.repo, gravelertest.Namespace(), "main"); err != nil {
+			t.Fatal(err)
+		}
 		f.set("main", "a", "1")
 		f.commit("main", "one")
 		if _, err := f.g.CreateBranch(f.ctx, f.repo, "dev", "main"); err != nil {
@@ -483,7 +488,27 @@ func TestDumpRestore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.g.CreateBareRepository(f.ctx, "copy", repo.StorageNamespace, "main"); err != nil {
+		// The namespace is the live repository's: a restore goes to a copy.
+		if _, err := f.g.CreateBareRepository(f.ctx, "copy", repo.StorageNamespace, "main"); !errors.Is(err, graveler.ErrNamespaceInUse) {
+			t.Fatalf("bare repository on a namespace in use: %v", err)
+		}
+		copyNS := gravelertest.Namespace()
+		err = blobs.List(f.ctx, repo.StorageNamespace, "", func(page []committed.BlobInfo) error {
+			for _, b := range page {
+				data, err := blobs.Get(f.ctx, repo.StorageNamespace, b.Name)
+				if err != nil {
+					return err
+				}
+				if err := blobs.Put(f.ctx, copyNS, b.Name, data); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.g.CreateBareRepository(f.ctx, "copy", copyNS, "main"); err != nil {
 			t.Fatal(err)
 		}
 		seq := func(yield func(*graveler.RefsRecord, error) bool) {
@@ -516,7 +541,7 @@ func TestDumpRestore(t *testing.T) {
 		// A tampered commit is refused.
 		bad := *recs[1].Commit.Commit
 		bad.Message = "tampered"
-		if _, err := f.g.CreateBareRepository(f.ctx, "copy2", repo.StorageNamespace, "main"); err != nil {
+		if _, err := f.g.CreateBareRepository(f.ctx, "copy2", gravelertest.Namespace(), "main"); err != nil {
 			t.Fatal(err)
 		}
 		err = f.g.RestoreRefs(f.ctx, "copy2", func(yield func(*graveler.RefsRecord, error) bool) {

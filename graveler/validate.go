@@ -2,6 +2,8 @@ package graveler
 
 import (
 	"fmt"
+	"net/url"
+	"path"
 	"regexp"
 	"strings"
 )
@@ -101,6 +103,7 @@ func ValidateValue(v *Value) error {
 }
 
 // ValidateStorageNamespace: a URL with scheme file://, mem:// or s3://.
+// A new repository's namespace must also pass NormalizeStorageNamespace.
 func ValidateStorageNamespace(ns StorageNamespace) error {
 	s := string(ns)
 	for _, p := range []string{"file://", "mem://", "s3://"} {
@@ -109,4 +112,91 @@ func ValidateStorageNamespace(ns StorageNamespace) error {
 		}
 	}
 	return fmt.Errorf("%w: %q must be file://..., s3://... or mem://...", ErrInvalidStorageNamespace, ns)
+}
+
+// MaxStorageNamespaceLen bounds a new repository's storage namespace.
+const MaxStorageNamespaceLen = 1024
+
+// NormalizeStorageNamespace returns the one spelling of the location ns
+// names, so that two spellings of one location compare equal:
+//
+//   - the path is percent-decoded, its "." and ".." segments resolved and
+//     repeated and trailing '/' removed (file:// and mem://);
+//   - file://localhost/dir is file:///dir;
+//   - the host (the S3 bucket, the mem:// name) is lower-cased, as hosts
+//     are case-insensitive; paths and S3 prefixes keep their case.
+//
+// It refuses, with ErrInvalidStorageNamespace, what the blob store could
+// not open: a scheme other than file, s3 and mem; a user, port, query or
+// fragment; file:// with a host, a relative path or the root; s3:// with
+// no bucket, or a prefix segment that is empty, "." or "..", or not of
+// [A-Za-z0-9._-]; mem:// with no name; anything longer than
+// MaxStorageNamespaceLen. Symbolic links and mounts are not resolved: two
+// file:// paths that reach one directory through them do not compare
+// equal.
+func NormalizeStorageNamespace(ns StorageNamespace) (StorageNamespace, error) {
+	if err := ValidateStorageNamespace(ns); err != nil {
+		return "", err
+	}
+	bad := func(why string) error { return fmt.Errorf("%w: %q: %s", ErrInvalidStorageNamespace, ns, why) }
+	if len(ns) > MaxStorageNamespaceLen {
+		return "", bad(fmt.Sprintf("%d bytes, limit %d", len(ns), MaxStorageNamespaceLen))
+	}
+	u, err := url.Parse(string(ns))
+	if err != nil {
+		return "", bad(err.Error())
+	}
+	switch {
+	case u.User != nil:
+		return "", bad("names a user")
+	case u.Port() != "":
+		return "", bad("names a port")
+	case u.RawQuery != "" || u.ForceQuery:
+		return "", bad("has a query")
+	case u.Fragment != "" || strings.Contains(string(ns), "#"):
+		return "", bad("has a fragment")
+	}
+	host := strings.ToLower(u.Hostname())
+	switch u.Scheme {
+	case "file":
+		if host != "" && host != "localhost" {
+			return "", bad("names a host; use file:///absolute/dir")
+		}
+		if !strings.HasPrefix(u.Path, "/") {
+			return "", bad("needs an absolute directory")
+		}
+		dir := path.Clean(u.Path)
+		if dir == "/" {
+			return "", bad("is the root directory")
+		}
+		return StorageNamespace("file://" + dir), nil
+	case "s3":
+		if host == "" {
+			return "", bad("has no bucket")
+		}
+		prefix := strings.Trim(u.Path, "/")
+		if prefix == "" {
+			return StorageNamespace("s3://" + host), nil
+		}
+		for _, seg := range strings.Split(prefix, "/") {
+			if seg == "" || seg == "." || seg == ".." || strings.IndexFunc(seg, notNameRune) >= 0 {
+				return "", bad(fmt.Sprintf("prefix segment %q must be made of [A-Za-z0-9._-]", seg))
+			}
+		}
+		return StorageNamespace("s3://" + host + "/" + prefix), nil
+	case "mem":
+		p := ""
+		if u.Path != "" {
+			p = strings.TrimSuffix(path.Clean("/"+u.Path), "/")
+		}
+		if host == "" && p == "" {
+			return "", bad("has no name")
+		}
+		return StorageNamespace("mem://" + host + p), nil
+	}
+	return "", bad("unsupported scheme")
+}
+
+func notNameRune(r rune) bool {
+	return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-')
 }

@@ -6,6 +6,7 @@
 //
 //	graveler/                          every repository
 //	  repos/<repo>                     Repository record
+//	  namespaces/<storage namespace>   NamespaceClaim (normalized namespace)
 //	graveler_deleted/                  work for the cleaner
 //	  repos/<repo>/<unique_id>         a deleted repository's partition
 //	  tokens/<staging_token>           a staging token to drop
@@ -17,8 +18,9 @@
 //	  key/<entry key>                  staged Value or tombstone (raw bytes)
 //
 // Every name that becomes part of a partition is validated here to be made
-// of characters that cannot break a prefix ([A-Za-z0-9._-]); entry keys are
-// raw bytes, because they are the last element of their key.
+// of characters that cannot break a prefix ([A-Za-z0-9._-]); entry keys and
+// the namespace of a claim are raw bytes, because they are the last element
+// of their key.
 //
 // All functions are pure and safe for concurrent use. Errors: ErrInvalid,
 // wrapped with the offending part and value.

@@ -12,7 +12,8 @@ var ErrInvalid = errors.New("keys: invalid")
 
 // Partition names.
 const (
-	// PartitionGraveler holds every repository record.
+	// PartitionGraveler holds every repository record and every storage
+	// namespace claim.
 	PartitionGraveler = "graveler"
 	// PartitionDeleted holds the cleaner's work list.
 	PartitionDeleted = "graveler_deleted"
@@ -29,6 +30,10 @@ const (
 	CommitsPrefix  = "commits/"
 	TagsPrefix     = "tags/"
 	EntryPrefix    = "key/"
+
+	// NamespacesPrefix begins the storage namespace claims in the
+	// graveler partition.
+	NamespacesPrefix = "namespaces/"
 )
 
 // MaxNameLen bounds every name that is part of a partition or record key.
@@ -72,6 +77,23 @@ func ParseRepository(key []byte) (string, error) {
 	s, ok := strings.CutPrefix(string(key), ReposPrefix)
 	if !ok || ValidateName("repository", s) != nil {
 		return "", fmt.Errorf("%w repository key %q", ErrInvalid, key)
+	}
+	return s, nil
+}
+
+// NamespaceClaim is the key, in the graveler partition, of the claim on a
+// storage namespace: ns is its normalized spelling
+// (graveler.NormalizeStorageNamespace). The namespace is the raw tail of
+// the key, '/' and all, so the claims of the namespaces nested in ns are
+// exactly the keys that begin with NamespaceClaim(ns) + "/".
+func NamespaceClaim(ns string) []byte { return []byte(NamespacesPrefix + ns) }
+
+// ParseNamespaceClaim returns the normalized namespace of a key made by
+// NamespaceClaim.
+func ParseNamespaceClaim(key []byte) (string, error) {
+	s, ok := strings.CutPrefix(string(key), NamespacesPrefix)
+	if !ok || s == "" {
+		return "", fmt.Errorf("%w namespace claim key %q", ErrInvalid, key)
 	}
 	return s, nil
 }

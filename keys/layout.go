@@ -21,6 +21,7 @@ const (
 	PlaceholderCommitID     = "<commit_id>"
 	PlaceholderTag          = "<tag>"
 	PlaceholderEntryKey     = "<entry key>"
+	PlaceholderNamespace    = "<normalized storage namespace>"
 )
 
 // LayoutKey is one kind of key the system writes: the partition and key
@@ -60,7 +61,7 @@ func funcName(f any) string {
 // partition and key is produced by the builder it names.
 func Layout() []LayoutKey {
 	const (
-		gravelerDoc = "every repository record"
+		gravelerDoc = "every repository record and storage namespace claim"
 		deletedDoc  = "work list of the cleaner"
 		repoDoc     = "one incarnation of a repository: its refs"
 		stagingDoc  = "one staging token's entries"
@@ -72,6 +73,12 @@ func Layout() []LayoutKey {
 			Partition: string(Graveler()), PartitionBuilder: funcName(Graveler), PartitionDoc: gravelerDoc,
 			Key: string(Repository(PlaceholderRepo)), KeyBuilder: funcName(Repository),
 			Value: "Repository{storage_namespace, default_branch, created, state: initial|active|deleting, unique_id}",
+		},
+		{
+			Partition: string(Graveler()), PartitionBuilder: funcName(Graveler), PartitionDoc: gravelerDoc,
+			Key: string(NamespaceClaim(PlaceholderNamespace)), KeyBuilder: funcName(NamespaceClaim),
+			Value:   "NamespaceClaim{storage_namespace, repository, unique_id, claimed, reclaiming}",
+			RawTail: true,
 		},
 		{
 			Partition: string(Deleted()), PartitionBuilder: funcName(Deleted), PartitionDoc: deletedDoc,

@@ -92,9 +92,13 @@ func TestLayoutMatchesBuilders(t *testing.T) {
 		keys.PlaceholderCommitID, "c0ffee",
 		keys.PlaceholderTag, "v1.0",
 		keys.PlaceholderEntryKey, "tables/a/part-0",
+		keys.PlaceholderNamespace, "s3://bucket/sales",
 	)
 	builders := map[string]func() (partition, key []byte){
 		"keys.Repository": func() ([]byte, []byte) { return keys.Graveler(), keys.Repository("sales") },
+		"keys.NamespaceClaim": func() ([]byte, []byte) {
+			return keys.Graveler(), keys.NamespaceClaim("s3://bucket/sales")
+		},
 		"keys.DeletedRepository": func() ([]byte, []byte) {
 			return keys.Deleted(), keys.DeletedRepository("sales", "d4f1c2")
 		},
@@ -150,6 +154,12 @@ func TestLayoutMatchesBuilders(t *testing.T) {
 	if e, err := keys.ParseEntry(keys.Entry([]byte("tables/a/part-0"))); err != nil || string(e) != "tables/a/part-0" {
 		t.Errorf("ParseEntry = %q, %v", e, err)
 	}
+	if ns, err := keys.ParseNamespaceClaim(keys.NamespaceClaim("s3://bucket/sales")); err != nil || ns != "s3://bucket/sales" {
+		t.Errorf("ParseNamespaceClaim = %q, %v", ns, err)
+	}
+	if _, err := keys.ParseNamespaceClaim(keys.Repository("sales")); err == nil {
+		t.Error("ParseNamespaceClaim accepted a repository key")
+	}
 }
 
 // TestLayoutCoversConstants parses keys/ and checks that every partition
@@ -199,8 +209,8 @@ func TestLayoutCoversConstants(t *testing.T) {
 			t.Errorf("constant %s = %q does not appear in keys.Layout()", name, v)
 		}
 	}
-	if checked < 8 {
-		t.Errorf("checked %d constants; expected at least the 8 partition and prefix constants", checked)
+	if checked < 9 {
+		t.Errorf("checked %d constants; expected at least the 9 partition and prefix constants", checked)
 	}
 }
 
@@ -208,9 +218,11 @@ func ExampleLayoutTree() {
 	fmt.Print(keys.LayoutTree("$ROOT", etcdPartition))
 	// Output:
 	// $ROOT
-	//   graveler/                 # partition: every repository record
+	//   graveler/                 # partition: every repository record and storage namespace claim
 	//     repos/
 	//       <repo> -> Repository{storage_namespace, default_branch, created, state: initial|active|deleting, unique_id}
+	//     namespaces/
+	//       <normalized storage namespace> -> NamespaceClaim{storage_namespace, repository, unique_id, claimed, reclaiming}
 	//   graveler_deleted/         # partition: work list of the cleaner
 	//     repos/
 	//       <repo>/

@@ -14,7 +14,7 @@ import (
 // TestRepositoryDeletingOnTheWire: over real gRPC, a repository being
 // deleted answers FAILED_PRECONDITION with reason REPOSITORY_DELETING (to
 // reads and to writes, also from a replica that cached it), is not listed,
-// and its name can be created again at once.
+// and its name can be created again at once (on another namespace).
 func TestRepositoryDeletingOnTheWire(t *testing.T) {
 	store := kv.NewMemoryStore()
 	t.Cleanup(func() { _ = store.Close() })
@@ -47,6 +47,9 @@ func TestRepositoryDeletingOnTheWire(t *testing.T) {
 	if len(list.GetRepositories()) != 1 || list.GetRepositories()[0].GetName() != "repositories/staying" {
 		t.Fatalf("listed %v", list.GetRepositories())
 	}
+	// The name is reusable at once: the default namespace is one per
+	// incarnation, and the deleted one's stays claimed until the cleaner has
+	// reclaimed it.
 	if _, err := h.client.CreateRepository(ctx, &pb.CreateRepositoryRequest{RepositoryId: "going"}); err != nil {
 		t.Fatalf("create over a repository being deleted: %v", err)
 	}

@@ -40,6 +40,8 @@ var reasons = []struct {
 	{graveler.ErrRepositoryNotFound, "REPOSITORY_NOT_FOUND"},
 	{graveler.ErrRepositoryExists, "REPOSITORY_ALREADY_EXISTS"},
 	{graveler.ErrRepositoryDeleting, "REPOSITORY_DELETING"},
+	{graveler.ErrNamespaceInUse, "NAMESPACE_IN_USE"},
+	{graveler.ErrNamespaceUnwritable, "NAMESPACE_UNWRITABLE"},
 	{graveler.ErrBranchNotFound, "BRANCH_NOT_FOUND"},
 	{graveler.ErrBranchExists, "BRANCH_ALREADY_EXISTS"},
 	{graveler.ErrTagNotFound, "TAG_NOT_FOUND"},

@@ -16,14 +16,16 @@ import (
 	pb "graveler/api/graveler/v1"
 	"graveler/feed"
 	"graveler/graveler"
+	"graveler/graveler/ref"
 	"graveler/kv"
 )
 
 // Config shapes a Server. Zero values take the defaults noted.
 type Config struct {
-	// StorageNamespaceRoot is prefixed to a repository id when
-	// CreateRepository names no storage namespace (e.g. "file:///data/blobs");
-	// empty makes the storage namespace required.
+	// StorageNamespaceRoot is where CreateRepository puts a repository that
+	// names no storage namespace: <root>/<repository id>-<unique suffix>
+	// (e.g. under "file:///data/blobs"); empty makes the storage namespace
+	// required.
 	StorageNamespaceRoot string
 	// DefaultBranch is the default branch of new repositories (default "main").
 	DefaultBranch string
@@ -86,7 +88,10 @@ func (s *Server) CreateRepository(ctx context.Context, req *pb.CreateRepositoryR
 		if s.cfg.StorageNamespaceRoot == "" {
 			return nil, withResource(fmt.Errorf("%w: repository.storage_namespace", ErrMissingField), "repository", name)
 		}
-		ns = strings.TrimSuffix(s.cfg.StorageNamespaceRoot, "/") + "/" + string(id)
+		// One namespace per incarnation: a deleted repository keeps its
+		// namespace claimed until the cleaner has emptied it, and the name
+		// must be reusable at once.
+		ns = strings.TrimSuffix(s.cfg.StorageNamespaceRoot, "/") + "/" + string(id) + "-" + ref.NewID()
 	}
 	branch := req.GetRepository().GetDefaultBranch()
 	if branch == "" {

@@ -14,7 +14,12 @@
 //
 // Any exit but 0 is explained by the last line on stderr. Without --once
 // it runs a pass every --interval while it leads an election among
-// replicas, and serves Prometheus metrics on --metrics-addr. Every flag
+// replicas, and serves Prometheus metrics on --metrics-addr. With --gc a
+// pass then also collects committed objects no commit references (in
+// daemon mode at most once per --gc-interval); the summary's "gc" object
+// says what it marked, listed, deleted and kept. A collection that could
+// not read something it needs (exit 1) deleted nothing it could not prove
+// unreferenced. Every flag
 // but --version has a GRAVELER_* environment variable (--etcd-endpoints:
 // GRAVELER_ETCD_ENDPOINTS); a flag on the command line wins.
 // SIGINT/SIGTERM stop it.
@@ -48,6 +53,7 @@ import (
 	"graveler/buildinfo"
 	"graveler/cleaner"
 	"graveler/etcdkv"
+	"graveler/graveler/committed"
 	"graveler/graveler/ref"
 )
 
@@ -108,7 +114,11 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 	fs.BoolVar(&c.cleaner.Sweep, "sweep", false, "also reclaim partitions that nothing references (a full pass over partition names)")
 	fs.DurationVar(&c.cleaner.SweepGrace, "sweep-grace", cleaner.DefaultSweepGrace, "the sweep leaves partitions younger than this alone")
 	fs.DurationVar(&c.cleaner.RepositoryCreationTimeout, "repository-creation-timeout", ref.DefaultRepositoryCreationTimeout, "age after which an initial repository is a crashed create (gravelerd's value)")
-	fs.BoolVar(&c.cleaner.DryRun, "dry-run", false, "change nothing; report what would be reclaimed")
+	fs.BoolVar(&c.cleaner.DryRun, "dry-run", false, "change nothing; report what would be reclaimed (and, with --gc, collected)")
+	fs.BoolVar(&c.cleaner.GC.Enabled, "gc", false, "after the reclaim pass, delete committed objects (ranges, metaranges) that no commit of a live repository references and that are older than --gc-grace (in daemon mode at most once per --gc-interval)")
+	fs.DurationVar(&c.cleaner.GC.Grace, "gc-grace", cleaner.DefaultGCGrace, "--gc keeps every object modified within this; at least gravelerd's committed-object grace (6h unless changed) and longer than any commit")
+	fs.DurationVar(&c.cleaner.GC.Interval, "gc-interval", cleaner.DefaultGCInterval, "least time between two collections in daemon mode")
+	fs.Float64Var(&c.cleaner.GC.DeleteRate, "gc-delete-rate", 0, "most objects deleted per second from the blob store, by --gc and by emptying deleted repositories' namespaces (0: no bound)")
 	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "address serving Prometheus /metrics in daemon mode (empty: off)")
 	fs.IntVar(&c.electionTTL, "election-ttl", 15, "seconds a dead leader keeps leadership before another replica takes over")
 	fs.StringVar(&c.logLevel, "log-level", "info", "least level logged (JSON on stderr): debug, info, warn or error")
@@ -156,6 +166,10 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 		return c, errors.New("--max-keys, --timeout, --interval and --election-ttl must not be negative (--interval, --election-ttl above 0)")
 	case c.etcd.DialTimeout <= 0:
 		return c, errors.New("--etcd-dial-timeout must be above 0")
+	case c.cleaner.GC.Grace <= 0, c.cleaner.GC.Interval <= 0:
+		return c, errors.New("--gc-grace and --gc-interval must be above 0")
+	case c.cleaner.GC.DeleteRate < 0:
+		return c, errors.New("--gc-delete-rate must not be negative")
 	}
 	if _, err := zapcore.ParseLevel(c.logLevel); err != nil {
 		return c, fmt.Errorf("--log-level: %w", err)
@@ -182,7 +196,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.AddSync(stderr), level))
 	defer func() { _ = log.Sync() }()
 	log.Info("cleaner starting", zap.String("version", buildinfo.Version), zap.String("go_version", buildinfo.GoVersion()),
-		zap.Bool("once", cfg.once), zap.Bool("dry_run", cfg.cleaner.DryRun))
+		zap.Bool("once", cfg.once), zap.Bool("dry_run", cfg.cleaner.DryRun), zap.Bool("gc", cfg.cleaner.GC.Enabled))
 
 	cfg.etcd.Logger = log
 	store, err := etcdkv.New(ctx, cfg.etcd)
@@ -200,6 +214,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	cfg.cleaner.Logger = log
 	cfg.cleaner.Lister = store
+	// Reached the way gravelerd reaches it (s3:// through the AWS SDK's
+	// configuration chain); opening costs nothing until a namespace is used.
+	blobs := committed.NewBucketStore(committed.BucketConfig{})
+	defer blobs.Close()
+	cfg.cleaner.Blobs = blobs
+	if cfg.cleaner.GC.Enabled && cfg.cleaner.GC.Grace < committed.DefaultGCGrace {
+		log.Warn("cleaner: --gc-grace is below gravelerd's default committed-object grace; it must be at least the value gravelerd runs with",
+			zap.Duration("gc_grace", cfg.cleaner.GC.Grace), zap.Duration("gravelerd_default", committed.DefaultGCGrace))
+	}
 
 	if cfg.once {
 		sum, err := cleaner.New(store, cfg.cleaner).RunOnce(ctx)

@@ -29,13 +29,15 @@ func TestHelpListsFlags(t *testing.T) {
 	}
 	for _, f := range []string{"once", "interval", "etcd-endpoints", "etcd-prefix", "etcd-ca", "etcd-cert", "etcd-key",
 		"etcd-username", "etcd-password", "etcd-request-timeout", "etcd-keepalive-time", "etcd-keepalive-timeout",
-		"max-keys", "timeout", "sweep", "sweep-grace", "dry-run", "metrics-addr"} {
+		"max-keys", "timeout", "sweep", "sweep-grace", "dry-run", "metrics-addr",
+		"gc", "gc-grace", "gc-interval", "gc-delete-rate"} {
 		if !strings.Contains(errOut.String(), "  -"+f+" ") && !strings.Contains(errOut.String(), "  -"+f+"\n") {
 			t.Errorf("--help does not list -%s", f)
 		}
 	}
 	// The CronJob's arguments parse before --help.
-	args := []string{"--once", "--etcd-endpoints=http://etcd:2379", "--etcd-prefix=/graveler", "--max-keys=10000", "--timeout=10m", "--sweep", "--dry-run", "--help"}
+	args := []string{"--once", "--etcd-endpoints=http://etcd:2379", "--etcd-prefix=/graveler", "--max-keys=10000", "--timeout=10m", "--sweep", "--dry-run",
+		"--gc", "--gc-grace=6h", "--gc-delete-rate=200", "--help"}
 	if code := run(t.Context(), args, noEnv, &out, &errOut); code != 0 {
 		t.Fatalf("CronJob arguments with --help: exit %d\n%s", code, errOut.String())
 	}
@@ -62,6 +64,9 @@ func TestBadFlags(t *testing.T) {
 		{"--once", "--etcd-endpoints=x", "--etcd-prefix=graveler"},
 		{"--once", "--etcd-endpoints=x", "--etcd-cert=c"},
 		{"--once", "--etcd-endpoints=x", "extra"},
+		{"--once", "--etcd-endpoints=x", "--gc", "--gc-grace=0s"},
+		{"--once", "--etcd-endpoints=x", "--gc-interval=-1m"},
+		{"--once", "--etcd-endpoints=x", "--gc-delete-rate=-5"},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(t.Context(), args, noEnv, &out, &errOut); code != 2 {
@@ -149,6 +154,7 @@ func TestOnceSkipsUndecodableRecords(t *testing.T) {
 	if err := m.DeleteRepository(ctx, "doomed"); err != nil {
 		t.Fatal(err)
 	}
+	params.StorageNamespace = "mem://ns-live" // the deleted repository holds mem://ns
 	live, err := m.CreateRepository(ctx, "live", params, initial)
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"sync"
+	"time"
 
 	"graveler/graveler"
 )
@@ -89,9 +91,13 @@ func (w *writer) flush() error {
 	data := b.finish()
 	w.cur = newRangeBuilder(w.m.cfg.BlockSize, b.scratch())
 	desc.ID = graveler.RangeID(contentID(data))
-	if err := w.m.blobs.Put(w.ctx, w.ns, rangeBlobName(desc.ID), data); err != nil {
+	name := rangeBlobName(desc.ID)
+	// The time before the write: the object's is no older.
+	at := w.m.cfg.Now()
+	if err := w.m.blobs.Put(w.ctx, w.ns, name, data); err != nil {
 		return fmt.Errorf("committed: write range %s: %w", desc.ID, err)
 	}
+	w.m.fresh.set(rangeCacheKey(w.ns, name), at, 1)
 	w.ranges = append(w.ranges, desc)
 	return nil
 }
@@ -104,6 +110,9 @@ func (w *writer) finish() (graveler.MetaRangeID, error) {
 	if len(w.ranges) == 0 {
 		return "", nil
 	}
+	if err := w.m.refresh(w.ctx, w.ns, w.ranges); err != nil {
+		return "", err
+	}
 	data := encodeMetaRange(w.ranges, w.m.cfg.BlockSize)
 	id := graveler.MetaRangeID(contentID(data))
 	if err := w.m.blobs.Put(w.ctx, w.ns, metaRangeBlobName(id), data); err != nil {
@@ -111,6 +120,92 @@ func (w *writer) finish() (graveler.MetaRangeID, error) {
 	}
 	w.m.metaRanges.add(rangeCacheKey(w.ns, string(id)), &metaRange{ranges: w.ranges}, 1)
 	return id, nil
+}
+
+// refresh makes sure every range a new metarange references is stored and
+// was modified within half the GC grace period, touching those older.
+//
+// A range is referenced without being written when Apply passes it
+// through from the base, and a long Apply may have written a range long
+// before its metarange. The collector keeps an unmarked object only while
+// it is younger than the grace, so a metarange whose commit is recorded
+// after a collection marked must reference only young objects. A range
+// found missing fails the write (wrapping ErrBlobNotFound) rather than
+// give a commit a hole.
+func (m *Manager) refresh(ctx context.Context, ns graveler.StorageNamespace, ranges []RangeDescriptor) error {
+	half := m.cfg.GCGrace / 2
+	now := m.cfg.Now()
+	var stale []string
+	seen := make(map[graveler.RangeID]bool, len(ranges))
+	for _, r := range ranges {
+		if seen[r.ID] {
+			continue
+		}
+		seen[r.ID] = true
+		name := rangeBlobName(r.ID)
+		if at, ok := m.fresh.get(rangeCacheKey(ns, name)); ok && now.Sub(at) < half {
+			continue
+		}
+		stale = append(stale, name)
+	}
+	if len(stale) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+		next  = make(chan string)
+	)
+	for range min(refreshParallelism, len(stale)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for name := range next {
+				if err := m.refreshOne(ctx, ns, name, half); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+						cancel()
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for _, name := range stale {
+		if ctx.Err() != nil {
+			break
+		}
+		next <- name
+	}
+	close(next)
+	wg.Wait()
+	if first == nil && ctx.Err() != nil {
+		first = ctx.Err()
+	}
+	return first
+}
+
+// refreshOne touches one object unless it is younger than half.
+func (m *Manager) refreshOne(ctx context.Context, ns graveler.StorageNamespace, name string, half time.Duration) error {
+	key := rangeCacheKey(ns, name)
+	st, err := m.blobs.Stat(ctx, ns, name)
+	if err != nil {
+		return fmt.Errorf("committed: %s, referenced by the metarange being written: %w", name, err)
+	}
+	if m.cfg.Now().Sub(st.ModTime) < half {
+		m.fresh.set(key, st.ModTime, 1)
+		return nil
+	}
+	at := m.cfg.Now()
+	if err := m.blobs.Touch(ctx, ns, name); err != nil {
+		return fmt.Errorf("committed: refresh %s, referenced by the metarange being written: %w", name, err)
+	}
+	m.fresh.set(key, at, 1)
+	return nil
 }
 
 // changeStream peeks at a sorted change iterator and rejects keys that

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"graveler/graveler"
 )
@@ -18,7 +19,9 @@ var ErrInvalidBlobName = errors.New("committed: invalid blob name")
 // file:///dir, mem://name or s3://bucket/prefix). Names are relative,
 // made of [A-Za-z0-9._-] segments joined by '/', never "..". Objects are
 // content-addressed by their callers, so Put of an existing name with the
-// same content is harmless. Implementations are safe for concurrent use.
+// same content is harmless. Every object has a modification time, set by
+// Put and Touch, by which a collector judges its age. Implementations are
+// safe for concurrent use.
 type BlobStore interface {
 	// Put stores data under name in ns, replacing any object there.
 	Put(ctx context.Context, ns graveler.StorageNamespace, name string, data []byte) error
@@ -28,8 +31,47 @@ type BlobStore interface {
 	Exists(ctx context.Context, ns graveler.StorageNamespace, name string) (bool, error)
 	// Delete removes the object; deleting a missing object is not an error.
 	Delete(ctx context.Context, ns graveler.StorageNamespace, name string) error
+	// List calls fn with successive pages of the objects whose names start
+	// with prefix ("" lists the whole namespace), each object once, in no
+	// promised order. A page is fn's only during the call. An error from fn
+	// ends the listing and is returned. prefix is a name cut anywhere (it
+	// may end with '/'); one that could leave the namespace is
+	// ErrInvalidBlobName. Objects written or deleted during a listing may
+	// or may not be listed; every other object is.
+	List(ctx context.Context, ns graveler.StorageNamespace, prefix string, fn func(page []BlobInfo) error) error
+	// Stat describes the object, or returns an error wrapping ErrBlobNotFound.
+	Stat(ctx context.Context, ns graveler.StorageNamespace, name string) (BlobInfo, error)
+	// Touch sets the object's modification time to now, leaving its bytes
+	// as they are; an error wrapping ErrBlobNotFound when it is missing
+	// (Touch never creates an object).
+	Touch(ctx context.Context, ns graveler.StorageNamespace, name string) error
 	// Close releases open buckets.
 	Close() error
+}
+
+// BlobInfo describes a stored object.
+type BlobInfo struct {
+	// Name is relative to the namespace, as given to Put.
+	Name string
+	// Size in bytes.
+	Size int64
+	// ModTime is when the object was last written or touched, by the
+	// store's clock (an S3 server's, to the second).
+	ModTime time.Time
+}
+
+// ValidateBlobPrefix checks a List prefix: "" or a valid name cut
+// anywhere, so that it can only select objects inside the namespace.
+func ValidateBlobPrefix(prefix string) error {
+	if prefix == "" {
+		return nil
+	}
+	// Completing a cut segment ("ran" of "ranges", or "a/" before the
+	// next one) must give a valid name.
+	if err := ValidateBlobName(prefix + "x"); err != nil {
+		return fmt.Errorf("%w: prefix %q", ErrInvalidBlobName, prefix)
+	}
+	return nil
 }
 
 // ValidateBlobName rejects names that could leave their namespace.

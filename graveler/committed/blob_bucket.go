@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/fileblob"
@@ -198,6 +201,173 @@ func (s *blobBucketStore) Delete(ctx context.Context, ns graveler.StorageNamespa
 	// A blob, not a kv record: content-addressed and immutable, so a re-created object has the same content.
 	if err := b.Delete(ctx, name); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
 		return fmt.Errorf("delete %s %q: %w", ns, name, err)
+	}
+	return nil
+}
+
+// blobListPage is how many objects List asks a backend for at a time
+// (S3's own limit per request).
+const blobListPage = 1000
+
+func (s *blobBucketStore) List(ctx context.Context, ns graveler.StorageNamespace, prefix string, fn func([]BlobInfo) error) error {
+	if err := ValidateBlobPrefix(prefix); err != nil {
+		return err
+	}
+	b, err := s.bucket(ctx, ns)
+	if err != nil {
+		return err
+	}
+	if u, _ := url.Parse(string(ns)); u.Scheme == "file" {
+		return fileList(ctx, ns, filepath.Clean(filepath.FromSlash(u.Path)), prefix, fn)
+	}
+	opts := &blob.ListOptions{Prefix: prefix}
+	token := blob.FirstPageToken
+	page := make([]BlobInfo, 0, blobListPage)
+	for {
+		objs, next, err := b.ListPage(ctx, token, blobListPage, opts)
+		if err != nil {
+			return fmt.Errorf("list %s %q: %w", ns, prefix, err)
+		}
+		page = page[:0]
+		for _, o := range objs {
+			if o.IsDir {
+				continue
+			}
+			page = append(page, BlobInfo{Name: o.Key, Size: o.Size, ModTime: o.ModTime})
+		}
+		if len(page) > 0 {
+			if err := fn(page); err != nil {
+				return err
+			}
+		}
+		if len(next) == 0 {
+			return nil
+		}
+		token = next
+	}
+}
+
+// fileList walks a file:// namespace itself: fileblob's listing fails
+// when a file vanishes between reading its directory and its attributes
+// (a write's temporary file renamed into place, a delete), which a store
+// in use does all the time, and it skips directories it cannot read, which
+// would make an unreadable tree look empty. Here a file that vanished is
+// not listed, and any other error ends the listing.
+func fileList(ctx context.Context, ns graveler.StorageNamespace, dir, prefix string, fn func([]BlobInfo) error) error {
+	// Only the directory holding the prefix's last complete segment can
+	// hold matches.
+	root := dir
+	if i := strings.LastIndexByte(prefix, '/'); i >= 0 {
+		root = filepath.Join(dir, filepath.FromSlash(prefix[:i]))
+	}
+	page := make([]BlobInfo, 0, blobListPage)
+	var fnErr error
+	flush := func() error {
+		if len(page) == 0 {
+			return nil
+		}
+		fnErr = fn(page)
+		page = page[:0]
+		return fnErr
+	}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil // gone meanwhile, or never written
+			}
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		name := filepath.ToSlash(rel)
+		if d.IsDir() {
+			// Skip a directory no name under which can match.
+			if p != root && !strings.HasPrefix(name+"/", prefix) && !strings.HasPrefix(prefix, name+"/") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() || !strings.HasPrefix(name, prefix) {
+			return nil
+		}
+		info, err := d.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		page = append(page, BlobInfo{Name: name, Size: info.Size(), ModTime: info.ModTime()})
+		if len(page) == blobListPage {
+			return flush()
+		}
+		return nil
+	})
+	if err == nil {
+		err = flush()
+	}
+	if err != nil && err != fnErr && ctx.Err() == nil {
+		return fmt.Errorf("list %s %q: %w", ns, prefix, err)
+	}
+	return err
+}
+
+func (s *blobBucketStore) Stat(ctx context.Context, ns graveler.StorageNamespace, name string) (BlobInfo, error) {
+	if err := ValidateBlobName(name); err != nil {
+		return BlobInfo{}, err
+	}
+	b, err := s.bucket(ctx, ns)
+	if err != nil {
+		return BlobInfo{}, err
+	}
+	a, err := b.Attributes(ctx, name)
+	if err != nil {
+		return BlobInfo{}, blobMapErr("stat", ns, name, err)
+	}
+	return BlobInfo{Name: name, Size: a.Size, ModTime: a.ModTime}, nil
+}
+
+// Touch refreshes an object's modification time the cheapest way each
+// backend allows: a file's times are set in place; an S3 object is copied
+// onto itself, which S3 accepts only when the copy replaces the metadata;
+// an in-memory object is written again.
+func (s *blobBucketStore) Touch(ctx context.Context, ns graveler.StorageNamespace, name string) error {
+	if err := ValidateBlobName(name); err != nil {
+		return err
+	}
+	b, err := s.bucket(ctx, ns)
+	if err != nil {
+		return err
+	}
+	u, _ := url.Parse(string(ns)) // bucket() parsed it already
+	switch u.Scheme {
+	case "file":
+		// Valid names are the files' relative paths: fileblob escapes
+		// nothing a valid name can hold.
+		p := filepath.Join(filepath.Clean(filepath.FromSlash(u.Path)), filepath.FromSlash(name))
+		now := time.Now()
+		if err := os.Chtimes(p, now, now); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("touch %s %q: %w", ns, name, ErrBlobNotFound)
+			}
+			return fmt.Errorf("touch %s %q: %w", ns, name, err)
+		}
+		return nil
+	case "s3":
+		err = b.Copy(ctx, name, name, &blob.CopyOptions{BeforeCopy: s3ReplaceMetadata})
+	default:
+		var data []byte
+		if data, err = b.ReadAll(ctx, name); err == nil {
+			err = writeBlob(ctx, b, name, data, &blob.WriterOptions{ContentType: "application/octet-stream"})
+		}
+	}
+	if err != nil {
+		return blobMapErr("touch", ns, name, err)
 	}
 	return nil
 }

@@ -4,16 +4,13 @@ import (
 	"context"
 	"errors"
 	"io/fs"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
-
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
+	"time"
 
 	"graveler/graveler"
 	"graveler/graveler/committed"
@@ -21,11 +18,29 @@ import (
 )
 
 func TestBucketStoreFile(t *testing.T) {
-	blobtest.Run(t, func(t *testing.T) (committed.BlobStore, graveler.StorageNamespace) {
+	blobtest.RunWithOptions(t, func(t *testing.T) (committed.BlobStore, graveler.StorageNamespace) {
 		// A directory that does not exist yet: the store creates it.
 		dir := filepath.Join(t.TempDir(), "repo", "data")
 		return committed.NewBucketStore(committed.BucketConfig{}), blobFileNS(dir)
-	})
+	}, blobtest.Options{Age: blobAgeFile})
+}
+
+// blobAgeFile sets a file:// object's modification time back by d.
+func blobAgeFile(t *testing.T, s committed.BlobStore, ns graveler.StorageNamespace, name string, d time.Duration) {
+	t.Helper()
+	u, err := url.Parse(string(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(filepath.FromSlash(u.Path), filepath.FromSlash(name))
+	info, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := info.ModTime().Add(-d)
+	if err := os.Chtimes(p, old, old); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func blobFileNS(dir string) graveler.StorageNamespace {
@@ -43,33 +58,22 @@ func TestBucketStoreMem(t *testing.T) {
 // TestBucketStoreS3 runs the suite against a real S3 client talking HTTP to
 // an in-process S3-compatible server.
 func TestBucketStoreS3(t *testing.T) {
-	cfg := blobFakeS3(t, "graveler-test")
+	fake := blobtest.StartFakeS3(t, "graveler-test")
 	var seq atomic.Int64
-	blobtest.Run(t, func(t *testing.T) (committed.BlobStore, graveler.StorageNamespace) {
+	blobtest.RunWithOptions(t, func(t *testing.T) (committed.BlobStore, graveler.StorageNamespace) {
 		seq.Add(1)
-		return committed.NewBucketStore(cfg), graveler.StorageNamespace("s3://graveler-test/repos/r" + strings.Repeat("0", int(seq.Load())))
-	})
+		return committed.NewBucketStore(fake.Config), graveler.StorageNamespace("s3://graveler-test/repos/r" + strings.Repeat("0", int(seq.Load())))
+	}, blobtest.Options{Age: func(t *testing.T, _ committed.BlobStore, _ graveler.StorageNamespace, _ string, d time.Duration) {
+		// Every object ages at once: the server's clock moves on.
+		fake.Clock.Advance(d)
+	}})
 }
 
 // blobFakeS3 starts an S3-compatible server on 127.0.0.1 holding bucket and
 // points the AWS configuration chain at static test credentials.
 func blobFakeS3(t *testing.T, bucket string) committed.BucketConfig {
 	t.Helper()
-	backend := s3mem.New()
-	if err := backend.CreateBucket(bucket); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(gofakes3.New(backend).Server())
-	t.Cleanup(srv.Close)
-	empty := filepath.Join(t.TempDir(), "none")
-	t.Setenv("AWS_ACCESS_KEY_ID", "test-key")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "test-secret")
-	t.Setenv("AWS_SESSION_TOKEN", "")
-	t.Setenv("AWS_PROFILE", "")
-	t.Setenv("AWS_CONFIG_FILE", empty)
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", empty)
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	return committed.BucketConfig{S3Endpoint: srv.URL, S3Region: "us-east-1", S3ForcePathStyle: true}
+	return blobtest.StartFakeS3(t, bucket).Config
 }
 
 func TestBucketStoreS3Errors(t *testing.T) {

@@ -103,7 +103,9 @@ type cacheCall struct {
 // NewCachedBlobStore returns inner behind a disk cache in cfg.Dir. Get
 // serves a cached copy when there is one and otherwise reads inner and
 // caches the object (unless it alone exceeds MaxBytes); Put writes to inner
-// and then caches; Delete removes from both; Exists and Close go to inner.
+// and then caches; Delete removes from both; Exists, List, Stat, Touch and
+// Close go to inner (a touch changes no content, so a cached copy stays
+// good).
 func NewCachedBlobStore(inner BlobStore, cfg CacheConfig) (BlobStore, error) {
 	if inner == nil {
 		return nil, errors.New("committed: cache needs an inner blob store")
@@ -437,6 +439,18 @@ func (c *CachedBlobStore) Put(ctx context.Context, ns graveler.StorageNamespace,
 
 func (c *CachedBlobStore) Exists(ctx context.Context, ns graveler.StorageNamespace, name string) (bool, error) {
 	return c.inner.Exists(ctx, ns, name)
+}
+
+func (c *CachedBlobStore) List(ctx context.Context, ns graveler.StorageNamespace, prefix string, fn func([]BlobInfo) error) error {
+	return c.inner.List(ctx, ns, prefix, fn)
+}
+
+func (c *CachedBlobStore) Stat(ctx context.Context, ns graveler.StorageNamespace, name string) (BlobInfo, error) {
+	return c.inner.Stat(ctx, ns, name)
+}
+
+func (c *CachedBlobStore) Touch(ctx context.Context, ns graveler.StorageNamespace, name string) error {
+	return c.inner.Touch(ctx, ns, name)
 }
 
 func (c *CachedBlobStore) Delete(ctx context.Context, ns graveler.StorageNamespace, name string) error {

@@ -62,6 +62,30 @@
 // by their bytes (RangeCacheBytes, default 64 MiB), keyed by namespace and
 // ID. Objects never change, so nothing is ever invalidated.
 //
+// # Verification
+//
+// ReadMetaRange, RangeExists and VerifyRange check stored objects for a
+// consistency checker (package fsck), reading the blob store directly and
+// bypassing the caches; RangeSummary.Matches compares a verified range
+// with its metarange entry. They are safe for concurrent use.
+//
+// # Garbage collection
+//
+// A Manager never deletes an object. A collector (the cleaner's GC)
+// deletes the objects no commit references once their modification time
+// (BlobStore.List, Stat) is older than its grace period, measured from
+// when it began reading the commits. A commit recorded after that must
+// therefore reference only objects modified since, and so a metarange is
+// written only once every range it references was written or touched
+// (BlobStore.Touch) within Config.GCGrace/2: Apply passes ranges through
+// from its base without writing them, and a long Apply may have written
+// its first ranges long before its metarange. Two rules follow: the
+// collector's grace is at least GCGrace, and a commit stores its record
+// within GCGrace/2 of writing its metarange. A Manager remembers (up to
+// 65,536 objects) when it last knew an object fresh, so a commit asks the
+// store about a range at most once per GCGrace/2. A range a new metarange
+// would reference that is gone fails the write.
+//
 // # Concurrency
 //
 // A Manager is safe for concurrent use. Iterators it returns are not, and
@@ -74,7 +98,8 @@
 // Unknown metarange: graveler.ErrMetaRangeNotFound. Missing entry (Get):
 // graveler.ErrEntryNotFound. Malformed ID: ErrInvalidID (wraps
 // graveler.ErrInvalidArgument). Damaged or mismatching object: ErrCorrupt.
-// A missing range named by a metarange: an error wrapping ErrBlobNotFound.
+// A missing range named by a metarange, or gone when a new metarange
+// would reference it: an error wrapping ErrBlobNotFound.
 // Changes or iterator input out of order, repeated, with an empty key, or
 // (WriteMetaRangeByIterator) a tombstone: errors wrapping
 // graveler.ErrInvalidArgument. Nothing changed: graveler.ErrNoChanges.

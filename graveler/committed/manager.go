@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"graveler/graveler"
 )
@@ -19,6 +20,13 @@ const (
 	DefaultBlockSize          = 32 << 10
 	DefaultMetaRangeCacheSize = 1024
 	DefaultRangeCacheBytes    = 64 << 20
+	DefaultGCGrace            = 6 * time.Hour
+	// freshnessEntries bounds how many objects a Manager remembers as
+	// recently written or touched, to spare them a Stat.
+	freshnessEntries = 1 << 16
+	// refreshParallelism bounds the Stats and Touches one metarange write
+	// has in flight.
+	refreshParallelism = 16
 )
 
 // Config tunes range boundaries and the in-memory caches. Zero fields take
@@ -39,6 +47,16 @@ type Config struct {
 	MetaRangeCacheSize int
 	// RangeCacheBytes bounds the decoded range files kept, by their size.
 	RangeCacheBytes int
+	// GCGrace is the grace period of the collector of unreferenced objects
+	// (the cleaner's --gc-grace must be at least this): it never deletes an
+	// object modified within it. A metarange is written only once every
+	// range it references was written or touched within GCGrace/2, so a
+	// commit recorded within GCGrace/2 of writing its metarange references
+	// only objects a collection that marked before the commit keeps.
+	GCGrace time.Duration
+	// Now returns the current time (default time.Now), by which the
+	// writer judges how old an object is.
+	Now func() time.Time
 }
 
 func (c Config) withDefaults() Config {
@@ -63,6 +81,12 @@ func (c Config) withDefaults() Config {
 	if c.RangeCacheBytes <= 0 {
 		c.RangeCacheBytes = DefaultRangeCacheBytes
 	}
+	if c.GCGrace <= 0 {
+		c.GCGrace = DefaultGCGrace
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 	return c
 }
 
@@ -72,6 +96,10 @@ type Manager struct {
 	cfg        Config
 	metaRanges *lru[*metaRange]
 	ranges     *lru[*rangeFile]
+	// fresh maps an object (rangeCacheKey of its blob name) to a time its
+	// modification time is known to be no older than: when this Manager
+	// wrote, touched or statted it.
+	fresh *lru[time.Time]
 }
 
 var _ graveler.CommittedManager = (*Manager)(nil)
@@ -84,6 +112,7 @@ func NewManager(blobs BlobStore, cfg Config) *Manager {
 		cfg:        cfg,
 		metaRanges: newLRU[*metaRange](cfg.MetaRangeCacheSize),
 		ranges:     newLRU[*rangeFile](cfg.RangeCacheBytes),
+		fresh:      newLRU[time.Time](freshnessEntries),
 	}
 }
 
@@ -236,12 +265,21 @@ func (c *lru[V]) get(key string) (V, bool) {
 }
 
 // add inserts an item; the newest item stays even if it alone exceeds the
-// limit, so a huge range can still be iterated.
-func (c *lru[V]) add(key string, val V, cost int) {
+// limit, so a huge range can still be iterated. An item already there is
+// kept as it is.
+func (c *lru[V]) add(key string, val V, cost int) { c.put(key, val, cost, false) }
+
+// set inserts an item or replaces the value of the one there.
+func (c *lru[V]) set(key string, val V, cost int) { c.put(key, val, cost, true) }
+
+func (c *lru[V]) put(key string, val V, cost int, replace bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.items[key]; ok {
 		c.order.MoveToFront(e)
+		if replace {
+			e.Value.(*lruItem[V]).val = val
+		}
 		return
 	}
 	c.items[key] = c.order.PushFront(&lruItem[V]{key: key, val: val, cost: cost})

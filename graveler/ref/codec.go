@@ -10,6 +10,7 @@ import (
 
 	"graveler/graveler"
 	"graveler/graveler/ref/refpb"
+	"graveler/keys"
 )
 
 // Format versions of the stored records. A reader accepts versions up to
@@ -23,6 +24,7 @@ const (
 	BranchFormatVersion     = 1
 	CommitFormatVersion     = 1
 	TagFormatVersion        = 1
+	NamespaceFormatVersion  = 1
 )
 
 func checkFormat(what string, got, max uint32) error {
@@ -207,4 +209,41 @@ func decodeTag(data []byte) (graveler.CommitID, error) {
 		return "", err
 	}
 	return graveler.CommitID(pb.GetCommitId()), nil
+}
+
+func encodeNamespaceClaim(c *NamespaceClaim) ([]byte, error) {
+	return proto.Marshal(&refpb.NamespaceClaim{
+		FormatVersion:    NamespaceFormatVersion,
+		StorageNamespace: string(c.Namespace),
+		Repository:       string(c.Repository),
+		UniqueId:         string(c.UniqueID),
+		Claimed:          tsOrNil(c.Claimed),
+		Reclaiming:       c.Reclaiming,
+		WriteId:          newWriteID(),
+	})
+}
+
+// DecodeNamespaceClaim decodes a claim stored under keys.NamespaceClaim
+// (key is that key). It is exported for tools that read the store
+// directly.
+func DecodeNamespaceClaim(key, data []byte) (*NamespaceClaim, error) {
+	norm, err := keys.ParseNamespaceClaim(key)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCorruptRecord, err)
+	}
+	var pb refpb.NamespaceClaim
+	if err := proto.Unmarshal(data, &pb); err != nil {
+		return nil, fmt.Errorf("%w: namespace claim %q: %w", ErrCorruptRecord, norm, err)
+	}
+	if err := checkFormat("namespace claim", pb.GetFormatVersion(), NamespaceFormatVersion); err != nil {
+		return nil, err
+	}
+	return &NamespaceClaim{
+		Normalized: graveler.StorageNamespace(norm),
+		Namespace:  graveler.StorageNamespace(pb.GetStorageNamespace()),
+		Repository: graveler.RepositoryID(pb.GetRepository()),
+		UniqueID:   graveler.UniqueID(pb.GetUniqueId()),
+		Claimed:    tsTime(pb.GetClaimed()),
+		Reclaiming: pb.GetReclaiming(),
+	}, nil
 }

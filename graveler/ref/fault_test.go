@@ -113,47 +113,69 @@ func testFaultsCreateRepository(t *testing.T, newStore newStoreFunc) {
 	}
 	total := fs.ops.Load()
 	t.Logf("CreateRepository: %d kv operations", total)
-	if total != 6 {
-		t.Fatalf("CreateRepository made %d kv operations, want 6 (Get, SetIf, Set, SetIf, Get, SetIf)", total)
+	if total != 8 {
+		t.Fatalf("CreateRepository made %d kv operations, want 8 (Get, SetIf, Get claim, SetIf claim, Set, SetIf, Get, SetIf)", total)
 	}
 	for _, mode := range faultModes {
 		for n := int64(1); n <= total; n++ {
-			id := graveler.RepositoryID(fmt.Sprintf("create-%s-%d", mode, n))
-			first := len(e.ids.All())
-			fs.arm(mode, n)
-			_, cerr := mf.CreateRepository(e.ctx, id, repoParams(), initialCommit())
-			fs.arm(faultError, 0)
-			uids := e.ids.All()[first:]
+			// The namespace of a failed create is taken next by a retry
+			// of the create, or by a create of another name.
+			for _, next := range []string{"retry", "other"} {
+				id := graveler.RepositoryID(fmt.Sprintf("create-%s-%d-%s", mode, n, next))
+				params := repoParams()
+				first := len(e.ids.All())
+				fs.arm(mode, n)
+				_, cerr := mf.CreateRepository(e.ctx, id, params, initialCommit())
+				fs.arm(faultError, 0)
+				uids := e.ids.All()[first:]
 
-			if _, err := e.m.GetRepository(e.ctx, id); err == nil {
-				if mode == faultCrash && n <= total {
-					// A crash at any step leaves the activation undone
-					// (the activation is the last op).
-					t.Fatalf("%s: usable after a crash at op %d", id, n)
+				if _, err := e.m.GetRepository(e.ctx, id); err == nil {
+					if mode == faultCrash && n <= total {
+						// A crash at any step leaves the activation undone
+						// (the activation is the last op).
+						t.Fatalf("%s: usable after a crash at op %d", id, n)
+					}
+					e.checkUsable(id)
+					e.checkReclaimable(id, uids, false)
+					e.wantClaim(params.StorageNamespace, id)
+					continue
+				}
+				if cerr == nil {
+					t.Fatalf("%s: create succeeded but the repository is not visible", id)
+				}
+				if !errors.Is(cerr, graveler.ErrUnavailable) && !errors.Is(cerr, graveler.ErrAmbiguous) {
+					t.Fatalf("%s: store failure surfaced as %v", id, cerr)
+				}
+				e.checkInvisible(id)
+				e.checkReclaimable(id, uids, true)
+				if c := e.claimOf(params.StorageNamespace); c != nil && mode != faultCrash {
+					// Abandoning the creation released its claim.
+					t.Fatalf("%s (%s at op %d): claim left after an abandoned create: %+v", id, mode, n, c)
+				}
+				if mode == faultCrash {
+					// Nothing cleaned up: the initial record holds the name
+					// (and the claim, once written, the namespace) until
+					// the creation timeout.
+					e.clock.Advance(e.cfg.RepositoryCreationTimeout)
+				}
+				taker := id
+				if next == "other" {
+					taker = id + "-2"
+				}
+				if _, err := e.m.CreateRepository(e.ctx, taker, params, initialCommit()); err != nil {
+					t.Fatalf("%s (%s at op %d): create %s on the same namespace: %v", id, mode, n, taker, err)
+				}
+				e.checkUsable(taker)
+				e.wantClaim(params.StorageNamespace, taker)
+				if next == "other" {
+					if _, err := e.m.CreateRepository(e.ctx, id, repoParams(), initialCommit()); err != nil {
+						t.Fatalf("%s (%s at op %d): re-create: %v", id, mode, n, err)
+					}
 				}
 				e.checkUsable(id)
-				e.checkReclaimable(id, uids, false)
-				continue
+				rec, _ := e.rawRepository(string(id))
+				e.checkReclaimable(id, slices.DeleteFunc(uids, func(u string) bool { return u == string(rec.UniqueID) }), false)
 			}
-			if cerr == nil {
-				t.Fatalf("%s: create succeeded but the repository is not visible", id)
-			}
-			if !errors.Is(cerr, graveler.ErrUnavailable) && !errors.Is(cerr, graveler.ErrAmbiguous) {
-				t.Fatalf("%s: store failure surfaced as %v", id, cerr)
-			}
-			e.checkInvisible(id)
-			e.checkReclaimable(id, uids, true)
-			if mode == faultCrash {
-				// Nothing cleaned up: the initial record holds the name
-				// until the creation timeout.
-				e.clock.Advance(e.cfg.RepositoryCreationTimeout)
-			}
-			if _, err := e.m.CreateRepository(e.ctx, id, repoParams(), initialCommit()); err != nil {
-				t.Fatalf("%s (%s at op %d): re-create: %v", id, mode, n, err)
-			}
-			e.checkUsable(id)
-			rec, _ := e.rawRepository(string(id))
-			e.checkReclaimable(id, slices.DeleteFunc(uids, func(u string) bool { return u == string(rec.UniqueID) }), false)
 		}
 	}
 }

@@ -73,8 +73,12 @@ func newEnv(t *testing.T, store kv.Store, tweak func(*ref.Config)) *env {
 // managerOn returns a manager sharing e's clock and ids but using store.
 func (e *env) managerOn(store kv.Store) *ref.Manager { return ref.New(store, e.cfg) }
 
+var namespaces atomic.Int64
+
+// repoParams returns the parameters of a new repository, on a storage
+// namespace no other call returns (a namespace is held by one repository).
 func repoParams() graveler.Repository {
-	return graveler.Repository{StorageNamespace: "mem://bucket/ns", DefaultBranchID: "main"}
+	return graveler.Repository{StorageNamespace: graveler.StorageNamespace(fmt.Sprintf("mem://bucket/ns-%d", namespaces.Add(1))), DefaultBranchID: "main"}
 }
 
 func initialCommit() graveler.Commit {

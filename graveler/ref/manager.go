@@ -129,7 +129,7 @@ func validateRepository(id graveler.RepositoryID, repo graveler.Repository) erro
 	if err := graveler.ValidateRepositoryID(id); err != nil {
 		return err
 	}
-	if err := graveler.ValidateStorageNamespace(repo.StorageNamespace); err != nil {
+	if _, err := graveler.NormalizeStorageNamespace(repo.StorageNamespace); err != nil {
 		return err
 	}
 	return graveler.ValidateBranchID(repo.DefaultBranchID)
@@ -151,11 +151,11 @@ func (m *Manager) newIncarnation(repo graveler.Repository, state graveler.Reposi
 	return r, nil
 }
 
-// claimName writes rec as the record of id: if absent, or replacing a
-// record that no longer counts (deleting, or initial past the timeout),
-// whose incarnation is queued for the cleaner first so nothing leaks. On
-// error, maybeWritten reports whether rec may nevertheless have landed
-// (a write with an unknown outcome).
+// claimName writes rec (initial) as the record of id: if absent, or
+// replacing a record that no longer counts (deleting, or initial past the
+// timeout), whose incarnation is queued for the cleaner first so nothing
+// leaks. On error, maybeWritten reports whether rec may nevertheless have
+// landed (a write with an unknown outcome).
 func (m *Manager) claimName(ctx context.Context, id graveler.RepositoryID, rec *graveler.Repository) (maybeWritten bool, err error) {
 	for attempt := 0; ; attempt++ {
 		// Encoded per attempt: every write carries its own write id.
@@ -166,7 +166,7 @@ func (m *Manager) claimName(ctx context.Context, id graveler.RepositoryID, rec *
 		old, pred, err := m.getRepositoryRecord(ctx, id)
 		switch {
 		case errors.Is(err, graveler.ErrRepositoryNotFound):
-			pred = kv.Absent
+			old, pred = nil, kv.Absent
 		case err != nil:
 			return false, err
 		case old.State == graveler.RepositoryStateActive,
@@ -177,12 +177,14 @@ func (m *Manager) claimName(ctx context.Context, id graveler.RepositoryID, rec *
 				return false, storeErr(err, "queue previous incarnation %s of repository %s", old.UniqueID, id)
 			}
 		}
-		// A record written active (a bare repository) is the create's
-		// decisive write; an initial one is not, activation is.
-		err = effectIf(ctx, rec.State == graveler.RepositoryStateActive, func(ctx context.Context) error {
-			return m.store.SetIf(ctx, keys.Graveler(), keys.Repository(string(id)), data, pred)
-		})
+		// Not the create's decisive write: activation is.
+		err = m.store.SetIf(ctx, keys.Graveler(), keys.Repository(string(id)), data, pred)
 		if err == nil {
+			if old != nil && old.State == graveler.RepositoryStateInitial {
+				// Replaced while initial, so never active: its
+				// namespace is free at once.
+				m.releaseNeverActive(ctx, id, old)
+			}
 			return false, nil
 		}
 		if !errors.Is(err, kv.ErrPredicateFailed) {
@@ -195,23 +197,47 @@ func (m *Manager) claimName(ctx context.Context, id graveler.RepositoryID, rec *
 }
 
 // CreateRepository creates a repository in the order docs/architecture.md
-// gives, each step one kv operation that is safe to crash after:
+// gives, each step one kv operation (or one check) that is safe to crash
+// after:
 //
 //  1. SetIf the record as initial (absent, or replacing a dead incarnation);
-//  2. Set the initial commit in the new partition;
-//  3. SetIf the default branch (absent) with a fresh staging token;
-//  4. Get the record and SetIf it active, if it is still this incarnation.
+//  2. claim the storage namespace: SetIf graveler/namespaces/<namespace>
+//     absent, or at the version of a stale claim (claimNamespace), then
+//     check no namespace containing it or nested in it is held;
+//  3. run the namespace check of opts (graveler.WithNamespaceCheck);
+//  4. Set the initial commit in the new partition;
+//  5. SetIf the default branch (absent) with a fresh staging token;
+//  6. Get the record and SetIf it active, if it is still this incarnation.
 //
-// Until step 4 the repository is invisible; an initial record past
-// RepositoryCreationTimeout is queued for the cleaner by whoever meets it.
-// On an error it tries to queue the incarnation at once, so the name is
-// free again without waiting for the timeout.
-func (m *Manager) CreateRepository(ctx context.Context, id graveler.RepositoryID, repo graveler.Repository, initialCommit graveler.Commit) (*graveler.RepositoryRecord, error) {
+// Until step 6 the repository is invisible; an initial record past
+// RepositoryCreationTimeout is queued for the cleaner by whoever meets it,
+// and its namespace claim released. On an error it tries to queue the
+// incarnation and release its claim at once, so the name and the
+// namespace are free again without waiting for the timeout. A namespace
+// held by another incarnation that still counts is
+// *graveler.NamespaceInUseError.
+func (m *Manager) CreateRepository(ctx context.Context, id graveler.RepositoryID, repo graveler.Repository, initialCommit graveler.Commit, opts ...graveler.CreateOption) (*graveler.RepositoryRecord, error) {
 	if err := validateRepository(id, repo); err != nil {
 		return nil, err
 	}
 	if len(initialCommit.Parents) > 0 {
 		return nil, fmt.Errorf("%w: initial commit of repository %s has parents", graveler.ErrInvalidArgument, id)
+	}
+	return m.create(ctx, id, repo, opts, func(ctx context.Context, out *graveler.RepositoryRecord) error {
+		return m.populate(ctx, out, initialCommit)
+	})
+}
+
+// create runs the steps every create shares (record, namespace claim,
+// namespace check), then finish, which ends with the activation, and
+// abandons the incarnation if any step fails.
+func (m *Manager) create(ctx context.Context, id graveler.RepositoryID, repo graveler.Repository, opts []graveler.CreateOption,
+	finish func(context.Context, *graveler.RepositoryRecord) error) (*graveler.RepositoryRecord, error) {
+	var o graveler.CreateOptions
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
 	}
 	rec, err := m.newIncarnation(repo, graveler.RepositoryStateInitial)
 	if err != nil {
@@ -224,7 +250,14 @@ func (m *Manager) CreateRepository(ctx context.Context, id graveler.RepositoryID
 		return nil, err
 	}
 	out := &graveler.RepositoryRecord{RepositoryID: id, Repository: rec}
-	if err := m.populate(ctx, out, initialCommit); err != nil {
+	err = m.claimNamespace(ctx, id, rec)
+	if err == nil && o.CheckNamespace != nil {
+		err = o.CheckNamespace(ctx, &graveler.RepositoryRecord{RepositoryID: id, Repository: rec})
+	}
+	if err == nil {
+		err = finish(ctx, out)
+	}
+	if err != nil {
 		m.abandonCreation(ctx, id, rec.UniqueID)
 		return nil, err
 	}
@@ -241,6 +274,12 @@ func (m *Manager) populate(ctx context.Context, repo *graveler.RepositoryRecord,
 	if err := m.createBranch(ctx, part, repo.RepositoryID, repo.DefaultBranchID, branch); err != nil {
 		return err
 	}
+	return m.activate(ctx, repo)
+}
+
+// activate makes the initial record of repo active, if it is still this
+// incarnation's: the create's decisive write.
+func (m *Manager) activate(ctx context.Context, repo *graveler.RepositoryRecord) error {
 	cur, pred, err := m.getRepositoryRecord(ctx, repo.RepositoryID)
 	if errors.Is(err, graveler.ErrRepositoryNotFound) {
 		// Retired meanwhile (past the creation timeout): a create that
@@ -283,8 +322,10 @@ func (m *Manager) populate(ctx context.Context, repo *graveler.RepositoryRecord,
 	return nil
 }
 
-// abandonCreation is best effort: whatever it cannot do, the creation
-// timeout does later.
+// abandonCreation retires incarnation uid of a create that failed, which
+// releases its namespace claim while its record is still initial. It is
+// best effort: whatever it cannot do, the creation timeout (or, for the
+// claim, the cleaner or the stale claim rule) does later.
 func (m *Manager) abandonCreation(ctx context.Context, id graveler.RepositoryID, uid graveler.UniqueID) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
@@ -292,12 +333,15 @@ func (m *Manager) abandonCreation(ctx context.Context, id graveler.RepositoryID,
 	switch {
 	case err == nil && cur.UniqueID == uid:
 		if cur.State == graveler.RepositoryStateActive {
-			return // cannot happen: populate reports success when it sees this
+			return // cannot happen: activate reports success when it sees this
 		}
 		err = m.retire(ctx, id, cur, pred)
 	case err == nil || errors.Is(err, graveler.ErrRepositoryNotFound):
 		// The record names another incarnation (or none): ours is
-		// unreachable, so queueing it is safe.
+		// unreachable, so queueing it is safe. Its claim, if it landed,
+		// stays for the cleaner: a record gone from under us may have
+		// been made active and deleted meanwhile, and then the
+		// namespace has data to empty first.
 		err = m.store.Set(ctx, keys.Deleted(), keys.DeletedRepository(string(id), string(uid)), m.deletedMarker())
 	}
 	if err != nil {
@@ -306,22 +350,14 @@ func (m *Manager) abandonCreation(ctx context.Context, id graveler.RepositoryID,
 	}
 }
 
-// CreateBareRepository creates an active repository with no commit or
-// branch, for restoring refs into.
-func (m *Manager) CreateBareRepository(ctx context.Context, id graveler.RepositoryID, repo graveler.Repository) (*graveler.RepositoryRecord, error) {
+// CreateBareRepository creates a repository with no commit or branch, for
+// restoring refs into: CreateRepository's steps without the commit and
+// the branch (initial, namespace claimed and checked, active).
+func (m *Manager) CreateBareRepository(ctx context.Context, id graveler.RepositoryID, repo graveler.Repository, opts ...graveler.CreateOption) (*graveler.RepositoryRecord, error) {
 	if err := validateRepository(id, repo); err != nil {
 		return nil, err
 	}
-	rec, err := m.newIncarnation(repo, graveler.RepositoryStateActive)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := m.claimName(ctx, id, rec); err != nil {
-		// A bare record that may have landed is active and empty: usable,
-		// so there is nothing to undo.
-		return nil, err
-	}
-	return &graveler.RepositoryRecord{RepositoryID: id, Repository: rec}, nil
+	return m.create(ctx, id, repo, opts, m.activate)
 }
 
 // GetRepository returns an active repository (seed 003, step 2). A
@@ -472,6 +508,12 @@ func (m *Manager) retire(ctx context.Context, id graveler.RepositoryID, r *grave
 		}
 		if err != nil {
 			return storeErr(err, "mark repository %s deleting", id)
+		}
+		if r.State == graveler.RepositoryStateInitial && !havePred {
+			// Our mark ended an incarnation that was initial, so never
+			// active: its namespace is free at once. A deleting record
+			// (ours lost to another retirer) may have been active since.
+			m.releaseNeverActive(ctx, id, r)
 		}
 	}
 	if err := m.store.Set(ctx, keys.Deleted(), keys.DeletedRepository(string(id), string(r.UniqueID)), m.deletedMarker()); err != nil {

@@ -43,6 +43,7 @@ var suite = []struct {
 	{"FaultsCreateRepository", testFaultsCreateRepository},
 	{"FaultsDeleteRepository", testFaultsDeleteRepository},
 	{"ChangesAndEffects", testChangesAndEffects},
+	{"NamespaceClaims", testNamespaceClaims},
 }
 
 func runSuite(t *testing.T, newStore newStoreFunc) {
@@ -70,7 +71,7 @@ func testRepositoryLifecycle(t *testing.T, newStore newStoreFunc) {
 	r := e.createRepo("repo-b")
 	e.createRepo("repo-a")
 	e.createRepo("repo-c")
-	if r.State != graveler.RepositoryStateActive || r.UniqueID == "" || r.DefaultBranchID != "main" || r.StorageNamespace != "mem://bucket/ns" {
+	if r.State != graveler.RepositoryStateActive || r.UniqueID == "" || r.DefaultBranchID != "main" || !strings.HasPrefix(string(r.StorageNamespace), "mem://bucket/ns-") {
 		t.Fatalf("created record = %+v", r.Repository)
 	}
 	if !r.CreationDate.Equal(e.clock.Now()) {

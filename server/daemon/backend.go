@@ -81,7 +81,7 @@ func openBlobs(cfg *Config, log *zap.Logger) (committed.BlobStore, error) {
 // the kv store, committed data in the blob store.
 func newService(store kv.Store, blobs committed.BlobStore, cfg *Config, log *zap.Logger) *graveler.Graveler {
 	refs := ref.New(store, ref.Config{Logger: log.Named("ref"), BranchReadWindow: cfg.ReadWindow})
-	return graveler.New(refs, staging.New(store, staging.Config{FencedBatchSize: cfg.FencedBatchSize}), committed.NewManager(blobs, committed.Config{}),
+	return graveler.New(refs, staging.New(store, staging.Config{FencedBatchSize: cfg.FencedBatchSize}), committed.NewManager(blobs, committed.Config{GCGrace: cfg.GCGrace}),
 		graveler.Config{BranchCacheTTL: cfg.BranchCacheTTL, MaxSealedTokens: cfg.MaxSealedTokens,
 			CommitReadRate: cfg.CommitReadRate, SeparateFenceRead: cfg.SeparateFenceRead})
 }

@@ -97,6 +97,11 @@ type Config struct {
 	// SeparateFenceRead turns off folding the writer's fence into the
 	// write's etcd transaction. See graveler.Config.SeparateFenceRead.
 	SeparateFenceRead bool
+	// GCGrace is the grace period the cleaner's collector of unreferenced
+	// committed objects uses (its --gc-grace must be at least this): a
+	// commit refreshes the objects it reuses that are older than half of
+	// it (0: committed.DefaultGCGrace).
+	GCGrace time.Duration
 	// FencedBatchSize bounds the staged writes of one staging token that
 	// share an etcd transaction (0: staging.DefaultFencedBatchSize). Keep
 	// it below etcd's --max-txn-ops less 2.
@@ -230,6 +235,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxSealedTokens < 0 {
 		bad("max sealed tokens %d is negative", c.MaxSealedTokens)
+	}
+	if c.GCGrace < 0 {
+		bad("gc grace %v is negative", c.GCGrace)
 	}
 	if c.FencedBatchSize < 0 || c.FencedBatchSize > kv.MaxSetAndReadOps-8 {
 		bad("fenced batch size %d must be between 1 and %d (0: default)", c.FencedBatchSize, kv.MaxSetAndReadOps-8)

@@ -14,6 +14,7 @@ import (
 	"io"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -321,8 +322,21 @@ func TestEndToEnd(t *testing.T) {
 		}
 		records = append(records, m.GetRecords()...)
 	}
+	// A namespace is held by one repository: the restore goes to a copy
+	// of repo1's committed data.
+	_, err = cl.CreateRepository(ctx, &pb.CreateRepositoryRequest{RepositoryId: "repo2", Bare: true,
+		Repository: &pb.Repository{StorageNamespace: repo.GetStorageNamespace()}})
+	wantErr(t, err, client.ErrAlreadyExists, codes.AlreadyExists, "NAMESPACE_IN_USE")
+	nsURL, err := url.Parse(repo.GetStorageNamespace())
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyDir := filepath.FromSlash(nsURL.Path) + "-copy"
+	if err := os.CopyFS(copyDir, os.DirFS(filepath.FromSlash(nsURL.Path))); err != nil {
+		t.Fatal(err)
+	}
 	must[*pb.CreateRepositoryResponse](t)(cl.CreateRepository(ctx, &pb.CreateRepositoryRequest{RepositoryId: "repo2", Bare: true,
-		Repository: &pb.Repository{StorageNamespace: repo.GetStorageNamespace()}}))
+		Repository: &pb.Repository{StorageNamespace: "file://" + filepath.ToSlash(copyDir)}}))
 	rs := must[pb.GravelerService_RestoreRefsClient](t)(cl.RestoreRefs(ctx))
 	for i := 0; i < len(records); i += 3 {
 		msg := &pb.RestoreRefsRequest{Records: records[i:min(i+3, len(records))]}

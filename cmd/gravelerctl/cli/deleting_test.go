@@ -14,7 +14,7 @@ import (
 // TestRepositoryDeletingExitCode: a repository whose delete stopped after
 // marking it deleting is a failed precondition (exit 6, reason
 // REPOSITORY_DELETING) to reads and writes, not "not found"; its name can
-// be created again at once.
+// be created again at once, on another storage namespace.
 func TestRepositoryDeletingExitCode(t *testing.T) {
 	store := kv.NewMemoryStore()
 	t.Cleanup(func() { _ = store.Close() })
@@ -40,6 +40,8 @@ func TestRepositoryDeletingExitCode(t *testing.T) {
 	if out := c.ok("repo", "list"); strings.Contains(out, "going") {
 		t.Fatalf("listed a repository being deleted:\n%s", out)
 	}
+	// The name is reusable at once (the default namespace is one per
+	// incarnation); the deleted incarnation's entries are not seen.
 	c.ok("repo", "create", "going")
 	c.fails(cli.ExitNotFound, "get", "going", "main", "k")
 }

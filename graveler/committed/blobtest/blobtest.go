@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"graveler/graveler"
 	"graveler/graveler/committed"
@@ -20,8 +22,21 @@ import (
 // store it gets.
 type NewStoreFunc func(t *testing.T) (committed.BlobStore, graveler.StorageNamespace)
 
+// Options adapt the suite to a backend.
+type Options struct {
+	// Age, if set, makes an object's modification time older by d as the
+	// store sees it: by setting the time back, or by moving the store's
+	// clock forward. The Touch test then checks that a touch brings an old
+	// object's time up to the store's present; without Age it checks only
+	// that the time does not go back.
+	Age func(t *testing.T, s committed.BlobStore, ns graveler.StorageNamespace, name string, d time.Duration)
+}
+
 // Run runs the conformance suite against the stores newStore returns.
-func Run(t *testing.T, newStore NewStoreFunc) {
+func Run(t *testing.T, newStore NewStoreFunc) { RunWithOptions(t, newStore, Options{}) }
+
+// RunWithOptions is Run with backend-specific options.
+func RunWithOptions(t *testing.T, newStore NewStoreFunc, opts Options) {
 	tests := []struct {
 		name string
 		fn   func(t *testing.T, s committed.BlobStore, ns graveler.StorageNamespace)
@@ -35,6 +50,12 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 		{"NamespaceIsolation", testIsolation},
 		{"Concurrent", testConcurrent},
 		{"CancelledContext", testCancelled},
+		{"List", testList},
+		{"ListPages", testListPages},
+		{"ListInvalidPrefixes", testListInvalidPrefixes},
+		{"ListWhileWriting", testListWhileWriting},
+		{"Stat", testStat},
+		{"Touch", func(t *testing.T, s committed.BlobStore, ns graveler.StorageNamespace) { testTouch(t, s, ns, opts.Age) }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -215,6 +236,12 @@ func testInvalidNames(t *testing.T, s committed.BlobStore, ns graveler.StorageNa
 		if err := s.Delete(ctx, ns, name); !errors.Is(err, committed.ErrInvalidBlobName) {
 			t.Errorf("Delete(%q) = %v, want ErrInvalidBlobName", short, err)
 		}
+		if _, err := s.Stat(ctx, ns, name); !errors.Is(err, committed.ErrInvalidBlobName) {
+			t.Errorf("Stat(%q) = %v, want ErrInvalidBlobName", short, err)
+		}
+		if err := s.Touch(ctx, ns, name); !errors.Is(err, committed.ErrInvalidBlobName) {
+			t.Errorf("Touch(%q) = %v, want ErrInvalidBlobName", short, err)
+		}
 	}
 	// Nothing landed under the names the invalid ones would clean up to.
 	for _, name := range []string{"x", "abs", "a/b", "a", "b", "escape"} {
@@ -268,6 +295,11 @@ func testConcurrent(t *testing.T, s committed.BlobStore, ns graveler.StorageName
 					t.Errorf("Put(same): %v", err)
 					return
 				}
+				// Touching while others read leaves the content whole.
+				if err := s.Touch(ctx, ns, "shared"); err != nil {
+					t.Errorf("Touch(shared): %v", err)
+					return
+				}
 				got, err := s.Get(ctx, ns, name)
 				if err != nil || !bytes.Equal(got, data) {
 					t.Errorf("Get(%q) = %d bytes, %v; want %d bytes", name, len(got), err, len(data))
@@ -311,7 +343,292 @@ func testCancelled(t *testing.T, s committed.BlobStore, ns graveler.StorageNames
 	if err := s.Delete(ctx, ns, "present"); !errors.Is(err, context.Canceled) {
 		t.Errorf("Delete with a cancelled context = %v, want context.Canceled", err)
 	}
+	if _, err := s.Stat(ctx, ns, "present"); !errors.Is(err, context.Canceled) {
+		t.Errorf("Stat with a cancelled context = %v, want context.Canceled", err)
+	}
+	if err := s.Touch(ctx, ns, "present"); !errors.Is(err, context.Canceled) {
+		t.Errorf("Touch with a cancelled context = %v, want context.Canceled", err)
+	}
+	called := false
+	if err := s.List(ctx, ns, "", func([]committed.BlobInfo) error { called = true; return nil }); !errors.Is(err, context.Canceled) || called {
+		t.Errorf("List with a cancelled context = %v (called back: %v), want context.Canceled", err, called)
+	}
 	// The cancelled calls changed nothing.
 	mustExist(t, s, ns, "cancelled", false)
 	mustGet(t, s, ns, "present", []byte("x"))
+}
+
+// listAll returns every object under prefix by name, failing the test on a
+// name listed twice; pages counts the calls of fn.
+func listAll(t *testing.T, s committed.BlobStore, ns graveler.StorageNamespace, prefix string) (objs map[string]committed.BlobInfo, pages int) {
+	t.Helper()
+	objs = map[string]committed.BlobInfo{}
+	err := s.List(context.Background(), ns, prefix, func(page []committed.BlobInfo) error {
+		pages++
+		if len(page) == 0 {
+			t.Errorf("List(%q) called back with an empty page", prefix)
+		}
+		for _, o := range page {
+			if _, dup := objs[o.Name]; dup {
+				t.Errorf("List(%q) listed %q twice", prefix, o.Name)
+			}
+			objs[o.Name] = o
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("List(%s, %q): %v", ns, prefix, err)
+	}
+	return objs, pages
+}
+
+func sortedNames(objs map[string]committed.BlobInfo) []string {
+	names := make([]string, 0, len(objs))
+	for n := range objs {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// sameSecond: S3 reports times to the second in some answers and to the
+// millisecond in others.
+func sameSecond(a, b time.Time) bool {
+	d := a.Sub(b)
+	return d > -time.Second && d < time.Second
+}
+
+func testList(t *testing.T, s committed.BlobStore, ns graveler.StorageNamespace) {
+	if objs, pages := listAll(t, s, ns, ""); len(objs) != 0 || pages != 0 {
+		t.Fatalf("List of an empty namespace = %v in %d pages", sortedNames(objs), pages)
+	}
+	sizes := map[string]int{"l/a/1": 1, "l/a/2": 0, "l/b": 300, "l.x": 7, "lz": 2, "other/l/c": 5}
+	for name, n := range sizes {
+		mustPut(t, s, ns, name, randomBytes(uint64(n), n))
+	}
+	mustPut(t, s, ns+"-2", "l/elsewhere", []byte("x"))
+	for _, tc := range []struct {
+		prefix string
+		want   []string
+	}{
+		{"", []string{"l.x", "l/a/1", "l/a/2", "l/b", "lz", "other/l/c"}},
+		{"l/", []string{"l/a/1", "l/a/2", "l/b"}},
+		{"l/a", []string{"l/a/1", "l/a/2"}},
+		{"l/a/", []string{"l/a/1", "l/a/2"}},
+		{"l/a/1", []string{"l/a/1"}},
+		{"l", []string{"l.x", "l/a/1", "l/a/2", "l/b", "lz"}},
+		{"l/c", nil},
+		{"nothing/", nil},
+	} {
+		objs, _ := listAll(t, s, ns, tc.prefix)
+		if got := sortedNames(objs); !slices.Equal(got, tc.want) {
+			t.Errorf("List(%q) = %q, want %q", tc.prefix, got, tc.want)
+		}
+	}
+	objs, _ := listAll(t, s, ns, "")
+	for name, o := range objs {
+		if o.Size != int64(sizes[name]) {
+			t.Errorf("List: %q has size %d, want %d", name, o.Size, sizes[name])
+		}
+		st, err := s.Stat(context.Background(), ns, name)
+		if err != nil {
+			t.Fatalf("Stat(%q): %v", name, err)
+		}
+		if o.ModTime.IsZero() || !sameSecond(o.ModTime, st.ModTime) {
+			t.Errorf("List: %q modified at %v, Stat says %v", name, o.ModTime, st.ModTime)
+		}
+	}
+	// Deleted objects are no longer listed.
+	// A blob store's Delete under test, not a kv record.
+	if err := s.Delete(context.Background(), ns, "l/a/1"); err != nil {
+		t.Fatal(err)
+	}
+	if objs, _ := listAll(t, s, ns, "l/a"); !slices.Equal(sortedNames(objs), []string{"l/a/2"}) {
+		t.Errorf("List after a delete = %q", sortedNames(objs))
+	}
+	// fn's error ends the listing and is returned as is.
+	stop := errors.New("stop here")
+	calls := 0
+	err := s.List(context.Background(), ns, "", func([]committed.BlobInfo) error { calls++; return stop })
+	if !errors.Is(err, stop) || calls != 1 {
+		t.Errorf("List with a failing callback = %v after %d calls, want the callback's error after 1", err, calls)
+	}
+}
+
+// testListPages lists more objects than one page of any backend holds.
+func testListPages(t *testing.T, s committed.BlobStore, ns graveler.StorageNamespace) {
+	const n = 1003
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	sem := make(chan struct{}, 16)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := s.Put(ctx, ns, fmt.Sprintf("p/%04d", i), []byte{byte(i)}); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	objs, pages := listAll(t, s, ns, "p/")
+	if len(objs) != n {
+		t.Fatalf("List = %d objects, want %d", len(objs), n)
+	}
+	if pages < 2 {
+		t.Errorf("List gave %d objects in %d page; want pages of at most 1000", n, pages)
+	}
+	for i := range n {
+		if o, ok := objs[fmt.Sprintf("p/%04d", i)]; !ok || o.Size != 1 {
+			t.Fatalf("p/%04d listed %v as %+v", i, ok, o)
+		}
+	}
+}
+
+func testListInvalidPrefixes(t *testing.T, s committed.BlobStore, ns graveler.StorageNamespace) {
+	mustPut(t, s, ns, "inside", []byte("x"))
+	for _, prefix := range []string{"/", "../", "a//", "./", "a/../", "/abs", `a\b`, "a b", "a\x00"} {
+		called := false
+		err := s.List(context.Background(), ns, prefix, func([]committed.BlobInfo) error { called = true; return nil })
+		if !errors.Is(err, committed.ErrInvalidBlobName) || called {
+			t.Errorf("List(%q) = %v (called back: %v), want ErrInvalidBlobName", prefix, err, called)
+		}
+	}
+}
+
+func testStat(t *testing.T, s committed.BlobStore, ns graveler.StorageNamespace) {
+	ctx := context.Background()
+	if _, err := s.Stat(ctx, ns, "missing"); !errors.Is(err, committed.ErrBlobNotFound) {
+		t.Fatalf("Stat of a missing object = %v, want ErrBlobNotFound", err)
+	}
+	data := randomBytes(7, 12345)
+	mustPut(t, s, ns, "dir/obj", data)
+	st, err := s.Stat(ctx, ns, "dir/obj")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Name != "dir/obj" || st.Size != int64(len(data)) || st.ModTime.IsZero() {
+		t.Fatalf("Stat = %+v, want dir/obj of %d bytes with a modification time", st, len(data))
+	}
+	if _, err := s.Stat(ctx, ns+"-2", "dir/obj"); !errors.Is(err, committed.ErrBlobNotFound) {
+		t.Fatalf("Stat in another namespace = %v, want ErrBlobNotFound", err)
+	}
+	if _, err := s.Stat(ctx, ns, "dir"); !errors.Is(err, committed.ErrBlobNotFound) {
+		t.Fatalf("Stat of a name that only prefixes objects = %v, want ErrBlobNotFound", err)
+	}
+}
+
+func testTouch(t *testing.T, s committed.BlobStore, ns graveler.StorageNamespace, age func(*testing.T, committed.BlobStore, graveler.StorageNamespace, string, time.Duration)) {
+	ctx := context.Background()
+	if err := s.Touch(ctx, ns, "never/written"); !errors.Is(err, committed.ErrBlobNotFound) {
+		t.Fatalf("Touch of a missing object = %v, want ErrBlobNotFound", err)
+	}
+	// Touch never creates.
+	mustExist(t, s, ns, "never/written", false)
+	data := randomBytes(11, 70000)
+	mustPut(t, s, ns, "t/obj", data)
+	mustPut(t, s, ns, "t/other", []byte("other"))
+	stat := func(name string) committed.BlobInfo {
+		t.Helper()
+		st, err := s.Stat(ctx, ns, name)
+		if err != nil {
+			t.Fatalf("Stat(%q): %v", name, err)
+		}
+		return st
+	}
+	before := stat("t/obj")
+	const aged = 10 * time.Hour
+	if age != nil {
+		age(t, s, ns, "t/obj", aged)
+		before = stat("t/obj")
+	}
+	otherBefore := stat("t/other")
+	if err := s.Touch(ctx, ns, "t/obj"); err != nil {
+		t.Fatalf("Touch: %v", err)
+	}
+	after := stat("t/obj")
+	if after.ModTime.Before(before.ModTime.Add(-time.Second)) {
+		t.Errorf("Touch moved the modification time back: %v -> %v", before.ModTime, after.ModTime)
+	}
+	if age != nil && after.ModTime.Sub(before.ModTime) < aged-time.Hour {
+		t.Errorf("Touch of an object %v old moved its time from %v only to %v", aged, before.ModTime, after.ModTime)
+	}
+	if after.Size != int64(len(data)) {
+		t.Errorf("Touch changed the size: %d -> %d", len(data), after.Size)
+	}
+	mustGet(t, s, ns, "t/obj", data)
+	if o := stat("t/other"); !o.ModTime.Equal(otherBefore.ModTime) {
+		t.Errorf("Touch of t/obj changed t/other's time: %v -> %v", otherBefore.ModTime, o.ModTime)
+	}
+	objs, _ := listAll(t, s, ns, "t/")
+	if got := sortedNames(objs); !slices.Equal(got, []string{"t/obj", "t/other"}) {
+		t.Errorf("List after Touch = %q", got)
+	}
+	if l := objs["t/obj"]; !sameSecond(l.ModTime, after.ModTime) {
+		t.Errorf("List after Touch: modified at %v, Stat says %v", l.ModTime, after.ModTime)
+	}
+}
+
+// testListWhileWriting lists while other goroutines write and delete
+// objects next to those listed: every listing succeeds and holds every
+// object that stayed put throughout.
+func testListWhileWriting(t *testing.T, s committed.BlobStore, ns graveler.StorageNamespace) {
+	ctx := context.Background()
+	const stable = 50
+	for i := range stable {
+		mustPut(t, s, ns, fmt.Sprintf("w/stable-%03d", i), []byte("s"))
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				name := fmt.Sprintf("w/busy-%d-%d", g, i%8)
+				if err := s.Put(ctx, ns, name, randomBytes(uint64(i), 512)); err != nil {
+					t.Errorf("Put(%q): %v", name, err)
+					return
+				}
+				// A blob store's Delete under test, not a kv record.
+				if err := s.Delete(ctx, ns, fmt.Sprintf("w/busy-%d-%d", g, (i+4)%8)); err != nil {
+					t.Errorf("Delete: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	for range 30 {
+		seen := 0
+		err := s.List(ctx, ns, "w/", func(page []committed.BlobInfo) error {
+			for _, o := range page {
+				if strings.HasPrefix(o.Name, "w/stable-") {
+					seen++
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Errorf("List while writing: %v", err)
+			break
+		}
+		if seen != stable {
+			t.Errorf("List while writing saw %d of the %d objects nobody touched", seen, stable)
+			break
+		}
+	}
+	close(done)
+	wg.Wait()
 }

@@ -6,6 +6,14 @@
 // The suite checks round trips of empty, binary and multi-megabyte objects,
 // overwrites, ErrBlobNotFound on missing objects, idempotent deletes,
 // rejection of names that could escape a namespace (ErrInvalidBlobName),
-// isolation between namespaces, concurrent use from many goroutines and
-// that a cancelled context fails an operation without side effects.
+// isolation between namespaces, concurrent use from many goroutines, that
+// a cancelled context fails an operation without side effects, listing by
+// prefix across several pages with each object's size and modification
+// time, Stat, and Touch (it refreshes the modification time of an object,
+// never creates one, and leaves its bytes alone). RunWithOptions takes a
+// backend's way to age an object, so Touch is seen to bring an old one up
+// to date.
+//
+// StartFakeS3 runs an S3-compatible server in the test process with a
+// clock the test can move, for any package that needs an s3:// store.
 package blobtest

@@ -178,6 +178,106 @@ func (x *Repository) GetWriteId() []byte {
 	return nil
 }
 
+// NamespaceClaim is graveler/namespaces/<normalized storage namespace>:
+// the repository incarnation that holds the namespace. It is written once
+// by a create, marked reclaiming by the cleaner before it empties the
+// namespace of a deleted incarnation, and removed when released.
+type NamespaceClaim struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	FormatVersion uint32                 `protobuf:"varint,1,opt,name=format_version,json=formatVersion,proto3" json:"format_version,omitempty"`
+	// storage_namespace is the namespace as the repository record spells it.
+	StorageNamespace string                 `protobuf:"bytes,2,opt,name=storage_namespace,json=storageNamespace,proto3" json:"storage_namespace,omitempty"`
+	Repository       string                 `protobuf:"bytes,3,opt,name=repository,proto3" json:"repository,omitempty"`
+	UniqueId         string                 `protobuf:"bytes,4,opt,name=unique_id,json=uniqueId,proto3" json:"unique_id,omitempty"`
+	Claimed          *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=claimed,proto3" json:"claimed,omitempty"`
+	// reclaiming: the cleaner is emptying the namespace of this deleted
+	// incarnation; only the cleaner removes the claim from then on.
+	Reclaiming bool `protobuf:"varint,6,opt,name=reclaiming,proto3" json:"reclaiming,omitempty"`
+	// write_id: as in Repository.
+	WriteId       []byte `protobuf:"bytes,7,opt,name=write_id,json=writeId,proto3" json:"write_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NamespaceClaim) Reset() {
+	*x = NamespaceClaim{}
+	mi := &file_refpb_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NamespaceClaim) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NamespaceClaim) ProtoMessage() {}
+
+func (x *NamespaceClaim) ProtoReflect() protoreflect.Message {
+	mi := &file_refpb_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NamespaceClaim.ProtoReflect.Descriptor instead.
+func (*NamespaceClaim) Descriptor() ([]byte, []int) {
+	return file_refpb_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *NamespaceClaim) GetFormatVersion() uint32 {
+	if x != nil {
+		return x.FormatVersion
+	}
+	return 0
+}
+
+func (x *NamespaceClaim) GetStorageNamespace() string {
+	if x != nil {
+		return x.StorageNamespace
+	}
+	return ""
+}
+
+func (x *NamespaceClaim) GetRepository() string {
+	if x != nil {
+		return x.Repository
+	}
+	return ""
+}
+
+func (x *NamespaceClaim) GetUniqueId() string {
+	if x != nil {
+		return x.UniqueId
+	}
+	return ""
+}
+
+func (x *NamespaceClaim) GetClaimed() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Claimed
+	}
+	return nil
+}
+
+func (x *NamespaceClaim) GetReclaiming() bool {
+	if x != nil {
+		return x.Reclaiming
+	}
+	return false
+}
+
+func (x *NamespaceClaim) GetWriteId() []byte {
+	if x != nil {
+		return x.WriteId
+	}
+	return nil
+}
+
 // Branch is repo/<repo>-<uid>/branches/<branch>.
 type Branch struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -198,7 +298,7 @@ type Branch struct {
 
 func (x *Branch) Reset() {
 	*x = Branch{}
-	mi := &file_refpb_proto_msgTypes[1]
+	mi := &file_refpb_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -210,7 +310,7 @@ func (x *Branch) String() string {
 func (*Branch) ProtoMessage() {}
 
 func (x *Branch) ProtoReflect() protoreflect.Message {
-	mi := &file_refpb_proto_msgTypes[1]
+	mi := &file_refpb_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -223,7 +323,7 @@ func (x *Branch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Branch.ProtoReflect.Descriptor instead.
 func (*Branch) Descriptor() ([]byte, []int) {
-	return file_refpb_proto_rawDescGZIP(), []int{1}
+	return file_refpb_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Branch) GetFormatVersion() uint32 {
@@ -286,7 +386,7 @@ type Commit struct {
 
 func (x *Commit) Reset() {
 	*x = Commit{}
-	mi := &file_refpb_proto_msgTypes[2]
+	mi := &file_refpb_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -298,7 +398,7 @@ func (x *Commit) String() string {
 func (*Commit) ProtoMessage() {}
 
 func (x *Commit) ProtoReflect() protoreflect.Message {
-	mi := &file_refpb_proto_msgTypes[2]
+	mi := &file_refpb_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -311,7 +411,7 @@ func (x *Commit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Commit.ProtoReflect.Descriptor instead.
 func (*Commit) Descriptor() ([]byte, []int) {
-	return file_refpb_proto_rawDescGZIP(), []int{2}
+	return file_refpb_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Commit) GetFormatVersion() uint32 {
@@ -390,7 +490,7 @@ type Tag struct {
 
 func (x *Tag) Reset() {
 	*x = Tag{}
-	mi := &file_refpb_proto_msgTypes[3]
+	mi := &file_refpb_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -402,7 +502,7 @@ func (x *Tag) String() string {
 func (*Tag) ProtoMessage() {}
 
 func (x *Tag) ProtoReflect() protoreflect.Message {
-	mi := &file_refpb_proto_msgTypes[3]
+	mi := &file_refpb_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -415,7 +515,7 @@ func (x *Tag) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tag.ProtoReflect.Descriptor instead.
 func (*Tag) Descriptor() ([]byte, []int) {
-	return file_refpb_proto_rawDescGZIP(), []int{3}
+	return file_refpb_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Tag) GetFormatVersion() uint32 {
@@ -452,6 +552,18 @@ const file_refpb_proto_rawDesc = "" +
 	"\rcreation_date\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\fcreationDate\x126\n" +
 	"\x05state\x18\x05 \x01(\x0e2 .graveler.ref.v1.RepositoryStateR\x05state\x12\x1b\n" +
 	"\tunique_id\x18\x06 \x01(\tR\buniqueId\x12\x19\n" +
+	"\bwrite_id\x18\a \x01(\fR\awriteId\"\x92\x02\n" +
+	"\x0eNamespaceClaim\x12%\n" +
+	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12+\n" +
+	"\x11storage_namespace\x18\x02 \x01(\tR\x10storageNamespace\x12\x1e\n" +
+	"\n" +
+	"repository\x18\x03 \x01(\tR\n" +
+	"repository\x12\x1b\n" +
+	"\tunique_id\x18\x04 \x01(\tR\buniqueId\x124\n" +
+	"\aclaimed\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\aclaimed\x12\x1e\n" +
+	"\n" +
+	"reclaiming\x18\x06 \x01(\bR\n" +
+	"reclaiming\x12\x19\n" +
 	"\bwrite_id\x18\a \x01(\fR\awriteId\"\xc9\x01\n" +
 	"\x06Branch\x12%\n" +
 	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12\x1b\n" +
@@ -498,26 +610,28 @@ func file_refpb_proto_rawDescGZIP() []byte {
 }
 
 var file_refpb_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_refpb_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_refpb_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_refpb_proto_goTypes = []any{
 	(RepositoryState)(0),          // 0: graveler.ref.v1.RepositoryState
 	(*Repository)(nil),            // 1: graveler.ref.v1.Repository
-	(*Branch)(nil),                // 2: graveler.ref.v1.Branch
-	(*Commit)(nil),                // 3: graveler.ref.v1.Commit
-	(*Tag)(nil),                   // 4: graveler.ref.v1.Tag
-	nil,                           // 5: graveler.ref.v1.Commit.MetadataEntry
-	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
+	(*NamespaceClaim)(nil),        // 2: graveler.ref.v1.NamespaceClaim
+	(*Branch)(nil),                // 3: graveler.ref.v1.Branch
+	(*Commit)(nil),                // 4: graveler.ref.v1.Commit
+	(*Tag)(nil),                   // 5: graveler.ref.v1.Tag
+	nil,                           // 6: graveler.ref.v1.Commit.MetadataEntry
+	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
 }
 var file_refpb_proto_depIdxs = []int32{
-	6, // 0: graveler.ref.v1.Repository.creation_date:type_name -> google.protobuf.Timestamp
+	7, // 0: graveler.ref.v1.Repository.creation_date:type_name -> google.protobuf.Timestamp
 	0, // 1: graveler.ref.v1.Repository.state:type_name -> graveler.ref.v1.RepositoryState
-	6, // 2: graveler.ref.v1.Commit.creation_date:type_name -> google.protobuf.Timestamp
-	5, // 3: graveler.ref.v1.Commit.metadata:type_name -> graveler.ref.v1.Commit.MetadataEntry
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	7, // 2: graveler.ref.v1.NamespaceClaim.claimed:type_name -> google.protobuf.Timestamp
+	7, // 3: graveler.ref.v1.Commit.creation_date:type_name -> google.protobuf.Timestamp
+	6, // 4: graveler.ref.v1.Commit.metadata:type_name -> graveler.ref.v1.Commit.MetadataEntry
+	5, // [5:5] is the sub-list for method output_type
+	5, // [5:5] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_refpb_proto_init() }
@@ -531,7 +645,7 @@ func file_refpb_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_refpb_proto_rawDesc), len(file_refpb_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   5,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

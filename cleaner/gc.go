@@ -1,0 +1,634 @@
+package cleaner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"graveler/graveler"
+	"graveler/graveler/committed"
+	"graveler/graveler/ref"
+	"graveler/keys"
+)
+
+// Defaults of the collection of committed objects.
+const (
+	// DefaultGCInterval is the least time between two collections of one
+	// Cleaner (Run's passes come more often).
+	DefaultGCInterval = time.Hour
+	// DefaultGCGrace is committed.DefaultGCGrace: gravelerd's setting
+	// unless it was changed, and longer than any commit takes.
+	DefaultGCGrace = committed.DefaultGCGrace
+	// gcReadParallelism bounds the metaranges one namespace's mark reads
+	// at once; gcDeleteParallelism the Stat-and-delete calls of a sweep.
+	gcReadParallelism   = 8
+	gcDeleteParallelism = 8
+)
+
+// GCConfig tunes the collection of committed objects (ranges and
+// metaranges) that no commit references. Zero values take the defaults.
+type GCConfig struct {
+	// Enabled runs a collection after the reclaim pass of RunOnce, at most
+	// once per Interval. It needs Config.Blobs.
+	Enabled bool
+	// Grace protects objects modified within it (default DefaultGCGrace).
+	// It must be at least gravelerd's committed.Config.GCGrace, which is
+	// how young a commit keeps the objects it references.
+	Grace time.Duration
+	// Interval is the least time between collections (default
+	// DefaultGCInterval); a Cleaner's first pass always collects.
+	Interval time.Duration
+	// DeleteRate bounds the objects deleted per second, by collections
+	// and by the emptying of deleted repositories' namespaces (0: no
+	// bound).
+	DeleteRate float64
+}
+
+func (g GCConfig) withDefaults() GCConfig {
+	if g.Grace <= 0 {
+		g.Grace = DefaultGCGrace
+	}
+	if g.Interval <= 0 {
+		g.Interval = DefaultGCInterval
+	}
+	return g
+}
+
+// GCSummary is what one collection did, or in a dry run would do.
+type GCSummary struct {
+	// Revision is the etcd revision the mark read every record at (0:
+	// the store reads at no one revision; the records were read after
+	// MarkTime).
+	Revision int64 `json:"revision"`
+	// MarkTime is when the mark began; objects modified after MarkTime
+	// minus Grace were kept whatever references them.
+	MarkTime time.Time     `json:"mark_time"`
+	Grace    time.Duration `json:"grace_ns"`
+	// Repositories and Commits: the live repositories and their commit
+	// records, every one a root.
+	Repositories int `json:"repositories"`
+	Commits      int `json:"commits"`
+	// Namespaces: storage namespaces swept to the end. NamespacesAborted:
+	// sweeps stopped by a read that failed (nothing more was deleted
+	// there). NamespacesHeld: left alone because a deleted repository
+	// that the cleaner has not reclaimed yet holds them too, or because
+	// a repository on them has no branch (being created, or a bare one
+	// being restored: the commits of its objects may not be loaded yet).
+	Namespaces        int `json:"namespaces"`
+	NamespacesAborted int `json:"namespaces_aborted"`
+	NamespacesHeld    int `json:"namespaces_held"`
+	// Marked: metaranges and ranges reachable from the roots.
+	Marked int64 `json:"marked"`
+	// Listed: committed objects listed by the sweeps.
+	Listed int64 `json:"listed"`
+	// Deleted and BytesDeleted: unreferenced objects older than the grace
+	// deleted (in a dry run: that would be).
+	Deleted      int64 `json:"deleted"`
+	BytesDeleted int64 `json:"bytes_deleted"`
+	// KeptYoung: unreferenced objects kept because they are younger than
+	// the grace (a commit in flight may be about to reference them).
+	KeptYoung int64 `json:"kept_young"`
+	// Aborted: the collection stopped before sweeping anything (a record
+	// that does not decode, or the store could not be read).
+	Aborted  bool          `json:"aborted"`
+	Duration time.Duration `json:"duration_ns"`
+}
+
+// gcDue reports whether this pass collects, and if so notes it started.
+func (c *Cleaner) gcDue(now time.Time) bool {
+	if !c.cfg.GC.Enabled {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.lastGC.IsZero() && now.Sub(c.lastGC) < c.cfg.GC.Interval {
+		return false
+	}
+	c.lastGC = now
+	return true
+}
+
+// gcNamespace is one storage namespace to sweep: what its repositories'
+// commits reference.
+type gcNamespace struct {
+	// ns is the namespace as a repository record spells it.
+	ns    graveler.StorageNamespace
+	repos []string
+	// metaranges referenced by a commit of a repository on ns.
+	metaranges map[graveler.MetaRangeID]bool
+	// marked holds the blob names of every referenced object.
+	marked map[string]bool
+}
+
+// gcRun is one collection.
+type gcRun struct {
+	r      *pass
+	sum    *GCSummary
+	blobs  committed.BlobStore
+	cutoff time.Time
+	limit  *rateLimiter
+	// hooks for tests (nil in production).
+	hooks *gcHooks
+}
+
+// gcHooks let tests act between a collection's steps.
+type gcHooks struct {
+	// afterMark runs once every root was read and before any namespace
+	// is swept.
+	afterMark func()
+	// beforeDelete runs before an object is checked again and deleted.
+	beforeDelete func(ns graveler.StorageNamespace, name string)
+}
+
+// collect runs one collection of unreferenced committed objects. A
+// failure is counted in the pass (Summary.Errors) and described; what
+// was deleted before it was unreferenced and old.
+func (r *pass) collect() {
+	start := time.Now()
+	g := &gcRun{r: r, sum: &GCSummary{Grace: r.c.cfg.GC.Grace}, blobs: r.c.cfg.Blobs, limit: newRateLimiter(r.c.cfg.GC.DeleteRate), hooks: r.c.gcHooks}
+	r.sum.GC = g.sum
+	defer func() {
+		g.sum.Duration = time.Since(start)
+		observeGC(g.sum, r.c.cfg.DryRun)
+		r.c.log.Info("cleaner: collection "+r.did("done", "done (dry run)"), zap.Int64("revision", g.sum.Revision),
+			zap.Int("repositories", g.sum.Repositories), zap.Int("commits", g.sum.Commits),
+			zap.Int("namespaces", g.sum.Namespaces), zap.Int("namespaces_aborted", g.sum.NamespacesAborted),
+			zap.Int("namespaces_held", g.sum.NamespacesHeld), zap.Int64("marked", g.sum.Marked),
+			zap.Int64("listed", g.sum.Listed), zap.Int64(r.did("deleted", "would_delete"), g.sum.Deleted),
+			zap.Int64("bytes", g.sum.BytesDeleted), zap.Int64("kept_young", g.sum.KeptYoung),
+			zap.Bool("aborted", g.sum.Aborted), zap.Duration("duration", g.sum.Duration))
+	}()
+	if g.blobs == nil {
+		g.sum.Aborted = true
+		r.fail(errors.New("no blob store configured"), "garbage collection skipped")
+		return
+	}
+	spaces, err := g.mark()
+	if err != nil && r.ctx.Err() != nil {
+		r.cutShort() // the run's time is up: not a failure
+		return
+	}
+	if err != nil {
+		g.sum.Aborted = true
+		r.fail(err, "garbage collection aborted before sweeping")
+		return
+	}
+	if g.hooks != nil && g.hooks.afterMark != nil {
+		g.hooks.afterMark()
+	}
+	for _, key := range slices.Sorted(maps.Keys(spaces)) {
+		if r.ctx.Err() != nil {
+			r.cutShort()
+			return
+		}
+		sp := spaces[key]
+		if err := g.sweep(sp); err != nil {
+			if r.ctx.Err() != nil {
+				r.cutShort() // the run's time is up: not a failure
+				return
+			}
+			g.sum.NamespacesAborted++
+			r.fail(err, "garbage collection of namespace "+string(sp.ns)+" aborted", zap.String("namespace", string(sp.ns)))
+			continue
+		}
+		g.sum.Namespaces++
+	}
+}
+
+// mark reads every root at one revision (or, on a store without one,
+// after the mark time) and every metarange they reference. It fails on
+// anything it cannot read or decode that could hold a root: a
+// repository record, a namespace claim's key, a commit record.
+func (g *gcRun) mark() (map[string]*gcNamespace, error) {
+	r := g.r
+	// The mark time comes first: a commit recorded after the revision is
+	// read wrote its metarange after this, minus how long a commit may
+	// take to record (less than half the grace), so the objects it
+	// references were modified after the cutoff.
+	g.sum.MarkTime = r.c.cfg.Now()
+	g.cutoff = g.sum.MarkTime.Add(-g.sum.Grace)
+	snap, err := r.c.snapshot(r.ctx)
+	if err != nil {
+		return nil, err
+	}
+	g.sum.Revision = snap.revision()
+
+	type incarnation struct{ repo, uid string }
+	live := map[incarnation]graveler.StorageNamespace{}
+	held := map[string]bool{}
+	for e, err := range snap.scan(r.ctx, keys.Graveler(), keys.ReposPrefix) {
+		if err != nil {
+			return nil, fmt.Errorf("read repository records: %w", err)
+		}
+		name, err := keys.ParseRepository(e.Key)
+		if err != nil {
+			return nil, fmt.Errorf("repository record key %q: %w", e.Key, err)
+		}
+		rec, err := ref.DecodeRepository(e.Value)
+		if err != nil {
+			// Its namespace is unknown: any sweep could be of its objects.
+			return nil, fmt.Errorf("repository record %s does not decode: %w", name, err)
+		}
+		if rec.State == graveler.RepositoryStateDeleting {
+			held[nsKey(rec.StorageNamespace)] = true
+			continue
+		}
+		live[incarnation{name, string(rec.UniqueID)}] = rec.StorageNamespace
+	}
+	// A claim of an incarnation that is not live is a deleted repository
+	// the cleaner has not reclaimed yet: its objects are the reclaim's.
+	for e, err := range snap.scan(r.ctx, keys.Graveler(), keys.NamespacesPrefix) {
+		if err != nil {
+			return nil, fmt.Errorf("read namespace claims: %w", err)
+		}
+		norm, err := keys.ParseNamespaceClaim(e.Key)
+		if err != nil {
+			return nil, fmt.Errorf("namespace claim key %q: %w", e.Key, err)
+		}
+		c, err := ref.DecodeNamespaceClaim(e.Key, e.Value)
+		if err != nil {
+			r.c.log.Warn("cleaner: namespace claim does not decode; its namespace is not collected", zap.String("namespace", norm), zap.Error(err))
+			held[norm] = true
+			continue
+		}
+		if _, ok := live[incarnation{string(c.Repository), string(c.UniqueID)}]; !ok || c.Reclaiming {
+			held[norm] = true
+		}
+	}
+
+	spaces := map[string]*gcNamespace{}
+	for _, inc := range slices.SortedFunc(maps.Keys(live), func(a, b incarnation) int {
+		return strings.Compare(a.repo+"/"+a.uid, b.repo+"/"+b.uid)
+	}) {
+		ns := live[inc]
+		key := nsKey(ns)
+		sp := spaces[key]
+		if sp == nil {
+			sp = &gcNamespace{ns: ns, metaranges: map[graveler.MetaRangeID]bool{}, marked: map[string]bool{}}
+			spaces[key] = sp
+		}
+		sp.repos = append(sp.repos, inc.repo)
+		g.sum.Repositories++
+		part := keys.RepositoryPartition(inc.repo, inc.uid)
+		// A repository with no branch is bare (RestoreRefs loads its
+		// commits, then its branches) or still being created: the objects
+		// in its namespace may belong to commits not loaded yet.
+		branched := false
+		for _, err := range snap.scan(r.ctx, part, keys.BranchesPrefix) {
+			if err != nil {
+				return nil, fmt.Errorf("read branches of repository %s: %w", inc.repo, err)
+			}
+			branched = true
+			break
+		}
+		if !branched {
+			held[key] = true
+		}
+		for e, err := range snap.scan(r.ctx, part, keys.CommitsPrefix) {
+			if err != nil {
+				return nil, fmt.Errorf("read commits of repository %s: %w", inc.repo, err)
+			}
+			c, err := ref.DecodeCommit(e.Value)
+			if err != nil {
+				return nil, fmt.Errorf("commit record %q of repository %s does not decode: %w", e.Key, inc.repo, err)
+			}
+			g.sum.Commits++
+			if c.MetaRangeID != "" {
+				sp.metaranges[c.MetaRangeID] = true
+			}
+		}
+	}
+	for key, sp := range spaces {
+		if held[key] {
+			g.sum.NamespacesHeld++
+			r.c.log.Info("cleaner: storage namespace held by a deleted repository not yet reclaimed, or by one with no branch (being created or restored); not collected this run",
+				zap.String("namespace", string(sp.ns)), zap.Strings("repositories", sp.repos))
+			delete(spaces, key)
+		}
+	}
+	for _, sp := range spaces {
+		g.sum.Marked += int64(len(sp.metaranges))
+	}
+	return spaces, nil
+}
+
+// nsKey is the spelling namespaces are compared by: two repositories on
+// one location share one sweep, whatever their records say.
+func nsKey(ns graveler.StorageNamespace) string {
+	if norm, err := graveler.NormalizeStorageNamespace(ns); err == nil {
+		return string(norm)
+	}
+	return string(ns)
+}
+
+// sweep marks the ranges of sp's metaranges, then deletes the committed
+// objects of sp that are neither marked nor younger than the grace. It
+// stops at the first read that fails.
+func (g *gcRun) sweep(sp *gcNamespace) error {
+	if err := g.markRanges(sp); err != nil {
+		return err
+	}
+	for _, prefix := range []string{committed.MetaRangesPrefix, committed.RangesPrefix} {
+		err := g.blobs.List(g.r.ctx, sp.ns, prefix, func(page []committed.BlobInfo) error {
+			var doomed []committed.BlobInfo
+			for _, o := range page {
+				if _, _, ok := committed.ParseObjectName(o.Name); !ok {
+					continue // not a committed object: never ours to delete
+				}
+				g.sum.Listed++
+				switch {
+				case sp.marked[o.Name]:
+				case !o.ModTime.Before(g.cutoff):
+					g.sum.KeptYoung++
+				default:
+					doomed = append(doomed, o)
+				}
+			}
+			return g.deleteAll(sp, doomed)
+		})
+		if err != nil {
+			return fmt.Errorf("sweep %s: %w", prefix, err)
+		}
+	}
+	return nil
+}
+
+// markRanges reads every metarange sp's commits reference and marks it
+// and its ranges. A metarange that cannot be read aborts the sweep: its
+// ranges are unknown, not unreferenced.
+func (g *gcRun) markRanges(sp *gcNamespace) error {
+	ids := slices.Sorted(maps.Keys(sp.metaranges))
+	var (
+		mu    sync.Mutex
+		first error
+		wg    sync.WaitGroup
+		next  = make(chan graveler.MetaRangeID)
+	)
+	ctx, cancel := context.WithCancel(g.r.ctx)
+	defer cancel()
+	for range min(gcReadParallelism, len(ids)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for id := range next {
+				ranges, err := committed.ReadMetaRange(ctx, g.blobs, sp.ns, id)
+				mu.Lock()
+				if err != nil {
+					if first == nil {
+						first = fmt.Errorf("read metarange %s: %w", id, err)
+						cancel()
+					}
+				} else {
+					sp.marked[committed.MetaRangeObjectName(id)] = true
+					for _, rd := range ranges {
+						name := committed.RangeObjectName(rd.ID)
+						if !sp.marked[name] {
+							sp.marked[name] = true
+							g.sum.Marked++
+						}
+					}
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, id := range ids {
+		if ctx.Err() != nil {
+			break
+		}
+		next <- id
+	}
+	close(next)
+	wg.Wait()
+	if first == nil && g.r.ctx.Err() != nil {
+		first = g.r.ctx.Err()
+	}
+	return first
+}
+
+// deleteAll deletes objects found unreferenced and old, each after one
+// more Stat: an object written again since it was listed (a commit
+// storing the same content) is young again and kept.
+func (g *gcRun) deleteAll(sp *gcNamespace, objs []committed.BlobInfo) error {
+	if len(objs) == 0 {
+		return nil
+	}
+	var (
+		mu    sync.Mutex
+		first error
+		wg    sync.WaitGroup
+		next  = make(chan committed.BlobInfo)
+	)
+	ctx, cancel := context.WithCancel(g.r.ctx)
+	defer cancel()
+	for range min(gcDeleteParallelism, len(objs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for o := range next {
+				deleted, young, size, err := g.deleteOne(ctx, sp.ns, o)
+				mu.Lock()
+				switch {
+				case err != nil:
+					if first == nil {
+						first = err
+						cancel()
+					}
+				case young:
+					g.sum.KeptYoung++
+				case deleted:
+					g.sum.Deleted++
+					g.sum.BytesDeleted += size
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, o := range objs {
+		if ctx.Err() != nil {
+			break
+		}
+		next <- o
+	}
+	close(next)
+	wg.Wait()
+	if first == nil && g.r.ctx.Err() != nil {
+		first = g.r.ctx.Err()
+	}
+	return first
+}
+
+func (g *gcRun) deleteOne(ctx context.Context, ns graveler.StorageNamespace, o committed.BlobInfo) (deleted, young bool, size int64, err error) {
+	if g.hooks != nil && g.hooks.beforeDelete != nil {
+		g.hooks.beforeDelete(ns, o.Name)
+	}
+	st, err := g.blobs.Stat(ctx, ns, o.Name)
+	if errors.Is(err, committed.ErrBlobNotFound) {
+		return false, false, 0, nil // deleted meanwhile (another cleaner)
+	}
+	if err != nil {
+		return false, false, 0, fmt.Errorf("stat %s: %w", o.Name, err)
+	}
+	if !st.ModTime.Before(g.cutoff) {
+		return false, true, 0, nil
+	}
+	log := []zap.Field{zap.String("namespace", string(ns)), zap.String("object", o.Name), zap.Int64("bytes", st.Size), zap.Time("modified", st.ModTime)}
+	if g.r.c.cfg.DryRun {
+		g.r.c.log.Debug("cleaner: would delete unreferenced object", log...)
+		return true, false, st.Size, nil
+	}
+	if err := g.limit.wait(ctx); err != nil {
+		return false, false, 0, err
+	}
+	// A blob, not a kv record: unreferenced by every commit and older
+	// than the grace, so no commit in flight can reference it.
+	if err := g.blobs.Delete(ctx, ns, o.Name); err != nil {
+		return false, false, 0, fmt.Errorf("delete %s: %w", o.Name, err)
+	}
+	g.r.c.log.Debug("cleaner: deleted unreferenced object", log...)
+	return true, false, st.Size, nil
+}
+
+// emptyNamespace deletes every object in the storage namespace of a
+// deleted repository incarnation, the last data step of its reclaim: the
+// namespace is claimed by this incarnation alone (marked reclaiming), so
+// nothing else writes there. The marker a create leaves
+// (graveler.NamespaceMarker) is deleted last, and only if it names this
+// incarnation. Without Config.Blobs it does nothing. It returns how many
+// objects it deleted (in a dry run: would delete).
+func (r *pass) emptyNamespace(ns graveler.StorageNamespace, repo, uid string) (int64, error) {
+	log := []zap.Field{zap.String("repository", repo), zap.String("unique_id", uid), zap.String("namespace", string(ns))}
+	blobs := r.c.cfg.Blobs
+	if blobs == nil {
+		r.c.log.Warn("cleaner: no blob store configured; the storage namespace of a deleted repository is left as it is", log...)
+		return 0, nil
+	}
+	limit := newRateLimiter(r.c.cfg.GC.DeleteRate)
+	var n int64
+	marker := false
+	foreign := 0
+	err := blobs.List(r.ctx, ns, "", func(page []committed.BlobInfo) error {
+		for _, o := range page {
+			if o.Name == graveler.NamespaceMarker {
+				marker = true
+				continue
+			}
+			if committed.ValidateBlobName(o.Name) != nil {
+				// Not a name Graveler writes, and not one the store can
+				// delete: someone else's, left in place.
+				foreign++
+				continue
+			}
+			if !r.c.cfg.DryRun {
+				if err := limit.wait(r.ctx); err != nil {
+					return err
+				}
+				// A blob of a deleted repository's namespace, which only
+				// the reclaim writes to now.
+				if err := blobs.Delete(r.ctx, ns, o.Name); err != nil {
+					return fmt.Errorf("delete %s: %w", o.Name, err)
+				}
+			}
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		return n, fmt.Errorf("empty storage namespace %s: %w", ns, err)
+	}
+	if marker {
+		mine, err := markerNames(r.ctx, blobs, ns, repo, uid)
+		if err != nil {
+			return n, fmt.Errorf("empty storage namespace %s: %w", ns, err)
+		}
+		if mine {
+			if !r.c.cfg.DryRun {
+				// The deleted incarnation's own marker, read just now.
+				if err := blobs.Delete(r.ctx, ns, graveler.NamespaceMarker); err != nil {
+					return n, fmt.Errorf("empty storage namespace %s: delete %s: %w", ns, graveler.NamespaceMarker, err)
+				}
+			}
+			n++
+		} else {
+			r.c.log.Warn("cleaner: the storage namespace marker names another repository; kept", log...)
+		}
+	}
+	if foreign > 0 {
+		r.c.log.Warn("cleaner: objects with names Graveler never writes left in the storage namespace of a deleted repository",
+			append(log, zap.Int("objects", foreign))...)
+	}
+	if !r.c.cfg.DryRun {
+		gcNamespaceObjectsDeleted.Add(float64(n))
+	}
+	r.c.log.Info("cleaner: "+r.did("emptied", "would empty")+" storage namespace of deleted repository", append(log, zap.Int64("objects", n))...)
+	return n, nil
+}
+
+// markerNames reports whether the namespace marker in ns names incarnation
+// uid of repo. One that cannot be read as a marker names no one.
+func markerNames(ctx context.Context, blobs committed.BlobStore, ns graveler.StorageNamespace, repo, uid string) (bool, error) {
+	data, err := blobs.Get(ctx, ns, graveler.NamespaceMarker)
+	if errors.Is(err, committed.ErrBlobNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	var m struct {
+		Repository string `json:"repository"`
+		UniqueID   string `json:"unique_id"`
+	}
+	if json.Unmarshal(data, &m) != nil {
+		return false, nil
+	}
+	return m.Repository == repo && m.UniqueID == uid, nil
+}
+
+// rateLimiter spaces calls to wait at most rate per second; nil waits
+// for nothing. Safe for concurrent use.
+type rateLimiter struct {
+	mu    sync.Mutex
+	every time.Duration
+	next  time.Time
+}
+
+func newRateLimiter(rate float64) *rateLimiter {
+	if rate <= 0 {
+		return nil
+	}
+	return &rateLimiter{every: time.Duration(float64(time.Second) / rate)}
+}
+
+func (l *rateLimiter) wait(ctx context.Context) error {
+	if l == nil {
+		return ctx.Err()
+	}
+	l.mu.Lock()
+	now := time.Now()
+	at := l.next
+	if at.Before(now) {
+		at = now
+	}
+	l.next = at.Add(l.every)
+	l.mu.Unlock()
+	d := time.Until(at)
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,36 @@
+package committed
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	"graveler/graveler"
+)
+
+var _ graveler.NamespaceChecker = (*Manager)(nil)
+
+// CheckNamespace writes data under name in ns and reads it back
+// (graveler.NamespaceChecker). Existence is asked of the store behind any
+// local cache, so a namespace that accepted the write but cannot be read
+// fails here and not at the repository's first commit.
+func (m *Manager) CheckNamespace(ctx context.Context, ns graveler.StorageNamespace, name string, data []byte) error {
+	if err := m.blobs.Put(ctx, ns, name, data); err != nil {
+		return err
+	}
+	ok, err := m.blobs.Exists(ctx, ns, name)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("%s %q: written, then not found", ns, name)
+	}
+	got, err := m.blobs.Get(ctx, ns, name)
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(got, data) {
+		return fmt.Errorf("%s %q: read back %d bytes that differ from the %d written", ns, name, len(got), len(data))
+	}
+	return nil
+}
