@@ -273,6 +273,9 @@ func TestChaos(t *testing.T) {
 		t.Errorf("ORPHANS after the cleaner: %d repository partitions %v, %d staging partitions %v",
 			len(repoParts), head(repoParts), len(stagingParts), head(stagingParts))
 	}
+	// What the checker did not look at: every commit a ref reaches, its
+	// objects read and verified, and the members' hashes compared.
+	checkFsck(ctx, t, raw, len(c.members))
 
 	fmt.Printf("CHAOS duration=%s seed=%d operations=%d acknowledged=%d failed=%d verified=%d faults=%d (%s) cleaner-passes-during-load=%.0f keys-reclaimed-during-load=%.0f orphans=%d\n",
 		*duration, s, l.ops.Load(), l.acked.Load(), l.failed.Load(), l.verified.Load(),

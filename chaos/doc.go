@@ -47,7 +47,13 @@
 //     whole run, moving between replicas with its token, received events
 //     that replay to the final refs, chain per branch, and hold every
 //     acknowledged mutation at the revision its response reported
-//     (CHAOS-FEED line).
+//     (CHAOS-FEED line);
+//   - a full consistency check (package fsck, Full) after the cleaner
+//     finds no error: every ref reaches existing commits with sound
+//     parents, generations and ids, every metarange and range they name
+//     reads back and verifies, and all three etcd members hash the key
+//     space alike at one revision (CHAOS-FSCK line; warnings, such as a
+//     create abandoned by a restarted gravelerd, are logged).
 //
 // TestFeedMemberFaults kills and stops the etcd member holding gravelerd's
 // feed watch, restarts gravelerd, and makes the watch's member lose its
