@@ -52,6 +52,7 @@ import (
 
 	"graveler/buildinfo"
 	"graveler/cleaner"
+	"graveler/cmd/internal/flagenv"
 	"graveler/etcdkv"
 	"graveler/graveler/committed"
 	"graveler/graveler/ref"
@@ -74,10 +75,6 @@ const (
 
 // errVersion: --version was given; run prints the version and exits 0.
 var errVersion = errors.New("version requested")
-
-func envName(flagName string) string {
-	return "GRAVELER_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
-}
 
 // config is what the flags say.
 type config struct {
@@ -122,24 +119,9 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "address serving Prometheus /metrics in daemon mode (empty: off)")
 	fs.IntVar(&c.electionTTL, "election-ttl", 15, "seconds a dead leader keeps leadership before another replica takes over")
 	fs.StringVar(&c.logLevel, "log-level", "info", "least level logged (JSON on stderr): debug, info, warn or error")
-	// Environment variables become the defaults, so explicit flags win.
-	var envErrs []error
-	fs.VisitAll(func(f *flag.Flag) {
-		if f.Name == "version" {
-			return // a GRAVELER_VERSION set for another purpose must not stop the cleaner
-		}
-		if v := getenv(envName(f.Name)); v != "" {
-			if err := f.Value.Set(v); err != nil {
-				envErrs = append(envErrs, fmt.Errorf("%s=%q: %w", envName(f.Name), v, err))
-			}
-		}
-	})
-	// Before Parse, so that --help (which deploy checks run with the
-	// manifests' variables) also rejects a bad variable.
-	if err := errors.Join(envErrs...); err != nil {
-		return c, err
-	}
-	if err := fs.Parse(args); err != nil {
+	// Variables become the defaults, so explicit flags win; GRAVELER_VERSION
+	// (or GRAVELER_O) set for another purpose must not change the output.
+	if err := flagenv.Parse(fs, args, getenv, "version"); err != nil {
 		return c, err
 	}
 	if version {
@@ -148,11 +130,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	for _, e := range strings.Split(endpoints, ",") {
-		if e = strings.TrimSpace(e); e != "" {
-			c.etcd.Endpoints = append(c.etcd.Endpoints, e)
-		}
-	}
+	c.etcd.Endpoints = flagenv.Endpoints(endpoints)
 	switch {
 	case len(c.etcd.Endpoints) == 0:
 		return c, errors.New("--etcd-endpoints is required")

@@ -14,11 +14,11 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
 	"graveler/buildinfo"
+	"graveler/cmd/internal/flagenv"
 	"graveler/etcdkv"
 	"graveler/graveler"
 	"graveler/graveler/committed"
@@ -32,10 +32,6 @@ func main() {
 
 // errVersion: --version was given; run prints the version and exits 0.
 var errVersion = errors.New("version requested")
-
-func envName(flagName string) string {
-	return "GRAVELER_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
-}
 
 // parse reads flags, with GRAVELER_* environment variables as defaults.
 func parse(args []string, getenv func(string) string, stderr io.Writer) (daemon.Config, error) {
@@ -82,24 +78,9 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (daemon.
 	fs.Float64Var(&c.CommitReadRate, "commit-read-rate", 0, "pace a commit's read of its staged entries to this many entries/s, for the latency of the branch's writers (0: unpaced)")
 	fs.IntVar(&c.FencedBatchSize, "fenced-batch-size", staging.DefaultFencedBatchSize, "most staged writes of one staging token sharing one etcd transaction (1: none shared; keep below etcd's --max-txn-ops less 2)")
 	fs.BoolVar(&c.SeparateFenceRead, "separate-fence-read", false, "read the writer's and reader's fence as a separate branch read instead of in the write's or read's etcd transaction (slower; for comparison)")
-	// Environment variables become the defaults, so explicit flags win.
-	var envErrs []error
-	fs.VisitAll(func(f *flag.Flag) {
-		if f.Name == "version" {
-			return // a GRAVELER_VERSION set for another purpose must not stop the server
-		}
-		if v := getenv(envName(f.Name)); v != "" {
-			if err := f.Value.Set(v); err != nil {
-				envErrs = append(envErrs, fmt.Errorf("%s=%q: %w", envName(f.Name), v, err))
-			}
-		}
-	})
-	// Before Parse, so that --help (which deploy checks run with the
-	// manifests' variables) also rejects a bad variable.
-	if err := errors.Join(envErrs...); err != nil {
-		return c, err
-	}
-	if err := fs.Parse(args); err != nil {
+	// Variables become the defaults, so explicit flags win; GRAVELER_VERSION
+	// (or GRAVELER_O) set for another purpose must not change the output.
+	if err := flagenv.Parse(fs, args, getenv, "version"); err != nil {
 		return c, err
 	}
 	if version {
@@ -108,9 +89,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (daemon.
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	if endpoints != "" {
-		c.Etcd.Endpoints = strings.Split(endpoints, ",")
-	}
+	c.Etcd.Endpoints = flagenv.Endpoints(endpoints)
 	c.Etcd.DialTimeout = dialTimeout
 	c.RangeCacheSize = cacheSize
 	c.ShutdownTimeout = shutdown

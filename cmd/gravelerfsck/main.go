@@ -47,6 +47,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"graveler/buildinfo"
+	"graveler/cmd/internal/flagenv"
 	"graveler/etcdkv"
 	"graveler/fsck"
 	"graveler/graveler"
@@ -71,10 +72,6 @@ const (
 
 // errVersion: --version was given; run prints the version and exits 0.
 var errVersion = errors.New("version requested")
-
-func envName(flagName string) string {
-	return "GRAVELER_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
-}
 
 // config is what the flags say.
 type config struct {
@@ -115,22 +112,9 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 	fs.StringVar(&c.output, "o", "text", "report format: text or json")
 	fs.StringVar(&c.output, "output", "text", "report format: text or json (same as -o)")
 	fs.StringVar(&c.logLevel, "log-level", "warn", "least level logged (JSON on stderr): debug, info, warn or error")
-	// Environment variables become the defaults, so explicit flags win.
-	var envErrs []error
-	fs.VisitAll(func(f *flag.Flag) {
-		if f.Name == "version" || f.Name == "o" {
-			return // GRAVELER_O, GRAVELER_VERSION: set for other purposes, if at all
-		}
-		if v := getenv(envName(f.Name)); v != "" {
-			if err := f.Value.Set(v); err != nil {
-				envErrs = append(envErrs, fmt.Errorf("%s=%q: %w", envName(f.Name), v, err))
-			}
-		}
-	})
-	if err := errors.Join(envErrs...); err != nil {
-		return c, err
-	}
-	if err := fs.Parse(args); err != nil {
+	// Variables become the defaults, so explicit flags win; GRAVELER_VERSION
+	// (or GRAVELER_O) set for another purpose must not change the output.
+	if err := flagenv.Parse(fs, args, getenv, "version", "o"); err != nil {
 		return c, err
 	}
 	if version {
@@ -139,11 +123,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	for _, e := range strings.Split(endpoints, ",") {
-		if e = strings.TrimSpace(e); e != "" {
-			c.etcd.Endpoints = append(c.etcd.Endpoints, e)
-		}
-	}
+	c.etcd.Endpoints = flagenv.Endpoints(endpoints)
 	switch {
 	case len(c.etcd.Endpoints) == 0:
 		return c, errors.New("--etcd-endpoints is required")

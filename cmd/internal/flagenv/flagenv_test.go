@@ -1,0 +1,42 @@
+package flagenv
+
+import (
+	"flag"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestParse(t *testing.T) {
+	env := map[string]string{"GRAVELER_ETCD_PREFIX": "/env", "GRAVELER_MAX_KEYS": "7", "GRAVELER_VERSION": "1.2"}
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	prefix := fs.String("etcd-prefix", "/graveler", "")
+	maxKeys := fs.Int("max-keys", 0, "")
+	version := fs.Bool("version", false, "")
+	if err := Parse(fs, []string{"--max-keys", "9"}, func(k string) string { return env[k] }, "version"); err != nil {
+		t.Fatal(err)
+	}
+	if *prefix != "/env" || *maxKeys != 9 || *version {
+		t.Fatalf("prefix %q max-keys %d version %v: the variable sets the default, the flag wins, skipped flags ignore theirs", *prefix, *maxKeys, *version)
+	}
+
+	env["GRAVELER_MAX_KEYS"] = "many"
+	fs = flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Int("max-keys", 0, "")
+	err := Parse(fs, []string{"--help"}, func(k string) string { return env[k] })
+	if err == nil || !strings.Contains(err.Error(), `GRAVELER_MAX_KEYS="many"`) {
+		t.Fatalf("bad variable with --help: %v", err)
+	}
+}
+
+func TestEndpoints(t *testing.T) {
+	if got := Endpoints(" a:1, ,b:2,"); !slices.Equal(got, []string{"a:1", "b:2"}) {
+		t.Fatalf("%q", got)
+	}
+	if got := Endpoints(""); got != nil {
+		t.Fatalf("%q", got)
+	}
+}
