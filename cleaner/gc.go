@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/time/rate"
 
 	"graveler/graveler"
 	"graveler/graveler/committed"
@@ -592,43 +593,21 @@ func markerNames(ctx context.Context, blobs committed.BlobStore, ns graveler.Sto
 	return m.Repository == repo && m.UniqueID == uid, nil
 }
 
-// rateLimiter spaces calls to wait at most rate per second; nil waits
-// for nothing. Safe for concurrent use.
-type rateLimiter struct {
-	mu    sync.Mutex
-	every time.Duration
-	next  time.Time
-}
+// rateLimiter spaces calls to wait at most rate per second (a burst of
+// one, so deletes never come in bunches); nil waits for nothing. Safe for
+// concurrent use.
+type rateLimiter struct{ l *rate.Limiter }
 
-func newRateLimiter(rate float64) *rateLimiter {
-	if rate <= 0 {
+func newRateLimiter(perSecond float64) *rateLimiter {
+	if perSecond <= 0 {
 		return nil
 	}
-	return &rateLimiter{every: time.Duration(float64(time.Second) / rate)}
+	return &rateLimiter{l: rate.NewLimiter(rate.Limit(perSecond), 1)}
 }
 
 func (l *rateLimiter) wait(ctx context.Context) error {
 	if l == nil {
 		return ctx.Err()
 	}
-	l.mu.Lock()
-	now := time.Now()
-	at := l.next
-	if at.Before(now) {
-		at = now
-	}
-	l.next = at.Add(l.every)
-	l.mu.Unlock()
-	d := time.Until(at)
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return l.l.Wait(ctx)
 }
