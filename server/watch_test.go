@@ -106,7 +106,9 @@ func TestWatchRefsStream(t *testing.T) {
 	if _, err := h.svc.CreateRepository(h.ctx, "other", "mem://other", "main"); err != nil {
 		t.Fatal(err)
 	}
-	s, err := h.client.WatchRefs(h.ctx, &pb.WatchRefsRequest{Repository: "repositories/wat", ProgressIntervalMs: 100})
+	// From the revision read here, not "now": the server takes "now" when
+	// the stream reaches it, which may be after the create below.
+	s, err := h.client.WatchRefs(h.ctx, &pb.WatchRefsRequest{Repository: "repositories/wat", StartRevision: h.rev(), ProgressIntervalMs: 100})
 	if err != nil {
 		t.Fatal(err)
 	}

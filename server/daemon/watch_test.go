@@ -33,6 +33,11 @@ func TestWatchRefsShutdownUnavailable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The stream starts "now" when the server gets it: wait for its first
+	// bookmark, so the create below is after the start.
+	if _, err := s.Recv(); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := cl.CreateRepository(ctx, &pb.CreateRepositoryRequest{RepositoryId: "shut", Repository: &pb.Repository{StorageNamespace: "mem://shut"}}); err != nil {
 		t.Fatal(err)
 	}
