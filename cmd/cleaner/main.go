@@ -90,18 +90,11 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 	var c config
 	fs := flag.NewFlagSet("cleaner", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var endpoints string
 	var version bool
 	fs.BoolVar(&version, "version", false, "print the version and exit")
 	fs.BoolVar(&c.once, "once", false, "make one pass, print a summary and exit: 0 done, 1 failed, 3 stopped at --max-keys or --timeout (for a CronJob)")
 	fs.DurationVar(&c.cleaner.Interval, "interval", cleaner.DefaultInterval, "pause between passes in daemon mode")
-	fs.StringVar(&endpoints, "etcd-endpoints", "", "comma-separated etcd endpoints (required)")
-	fs.StringVar(&c.etcd.Prefix, "etcd-prefix", etcdkv.DefaultPrefix, "root prefix of every key in etcd (gravelerd's)")
-	fs.StringVar(&c.etcd.TLS.CAFile, "etcd-ca", "", "etcd CA certificate file")
-	fs.StringVar(&c.etcd.TLS.CertFile, "etcd-cert", "", "etcd client certificate file")
-	fs.StringVar(&c.etcd.TLS.KeyFile, "etcd-key", "", "etcd client key file")
-	fs.StringVar(&c.etcd.Username, "etcd-username", "", "etcd username")
-	fs.StringVar(&c.etcd.Password, "etcd-password", "", "etcd password (prefer the environment variable)")
+	checkEtcd := flagenv.EtcdFlags(fs, &c.etcd)
 	fs.DurationVar(&c.etcd.DialTimeout, "etcd-dial-timeout", 5*time.Second, "bound on reaching etcd at start: no answer within it (wrong endpoint, TLS mismatch, etcd down) exits 1 naming the cause")
 	fs.DurationVar(&c.etcd.RequestTimeout, "etcd-request-timeout", etcdkv.DefaultRequestTimeout, "bound on each attempt of an etcd request: a read that runs out is sent again, a write settled (negative: only --timeout)")
 	fs.DurationVar(&c.etcd.DialKeepAliveTime, "etcd-keepalive-time", etcdkv.DefaultDialKeepAliveTime, "silence on a connection with requests in flight before the client pings the etcd member (at least 10s; negative: no pings)")
@@ -130,16 +123,10 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	c.etcd.Endpoints = flagenv.Endpoints(endpoints)
+	if err := checkEtcd(); err != nil {
+		return c, err
+	}
 	switch {
-	case len(c.etcd.Endpoints) == 0:
-		return c, errors.New("--etcd-endpoints is required")
-	case !strings.HasPrefix(c.etcd.Prefix, "/"):
-		return c, fmt.Errorf("--etcd-prefix %q must start with '/'", c.etcd.Prefix)
-	case (c.etcd.TLS.CertFile == "") != (c.etcd.TLS.KeyFile == ""):
-		return c, errors.New("--etcd-cert and --etcd-key must be given together")
-	case (c.etcd.Username == "") != (c.etcd.Password == ""):
-		return c, errors.New("--etcd-username and --etcd-password must be given together")
 	case c.cleaner.MaxKeys < 0, c.cleaner.Timeout < 0, c.cleaner.Interval <= 0, c.electionTTL <= 0:
 		return c, errors.New("--max-keys, --timeout, --interval and --election-ttl must not be negative (--interval, --election-ttl above 0)")
 	case c.etcd.DialTimeout <= 0:

@@ -86,16 +86,9 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 	var c config
 	fs := flag.NewFlagSet("gravelerfsck", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var endpoints string
 	var version bool
 	fs.BoolVar(&version, "version", false, "print the version and exit")
-	fs.StringVar(&endpoints, "etcd-endpoints", "", "comma-separated etcd endpoints (required)")
-	fs.StringVar(&c.etcd.Prefix, "etcd-prefix", etcdkv.DefaultPrefix, "root prefix of every key in etcd (gravelerd's)")
-	fs.StringVar(&c.etcd.TLS.CAFile, "etcd-ca", "", "etcd CA certificate file")
-	fs.StringVar(&c.etcd.TLS.CertFile, "etcd-cert", "", "etcd client certificate file")
-	fs.StringVar(&c.etcd.TLS.KeyFile, "etcd-key", "", "etcd client key file")
-	fs.StringVar(&c.etcd.Username, "etcd-username", "", "etcd username")
-	fs.StringVar(&c.etcd.Password, "etcd-password", "", "etcd password (prefer the environment variable)")
+	checkEtcd := flagenv.EtcdFlags(fs, &c.etcd)
 	fs.DurationVar(&c.fsck.ConnectTimeout, "etcd-dial-timeout", fsck.DefaultConnectTimeout, "bound on etcd's first answer: none within it (wrong endpoint, TLS mismatch, etcd down) exits 3 naming the cause")
 	fs.DurationVar(&c.fsck.RequestTimeout, "etcd-request-timeout", fsck.DefaultRequestTimeout, "bound on each etcd request, or each chunk of a scan")
 	fs.Int64Var(&c.fsck.EtcdQuotaBytes, "etcd-quota-bytes", fsck.DefaultEtcdQuotaBytes, "etcd's --quota-backend-bytes: a member's database past 80% of it is a finding")
@@ -123,16 +116,10 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	c.etcd.Endpoints = flagenv.Endpoints(endpoints)
+	if err := checkEtcd(); err != nil {
+		return c, err
+	}
 	switch {
-	case len(c.etcd.Endpoints) == 0:
-		return c, errors.New("--etcd-endpoints is required")
-	case !strings.HasPrefix(c.etcd.Prefix, "/"):
-		return c, fmt.Errorf("--etcd-prefix %q must start with '/'", c.etcd.Prefix)
-	case (c.etcd.TLS.CertFile == "") != (c.etcd.TLS.KeyFile == ""):
-		return c, errors.New("--etcd-cert and --etcd-key must be given together")
-	case (c.etcd.Username == "") != (c.etcd.Password == ""):
-		return c, errors.New("--etcd-username and --etcd-password must be given together")
 	case c.output != "text" && c.output != "json":
 		return c, fmt.Errorf("-o %q: want text or json", c.output)
 	case c.fsck.ConnectTimeout <= 0, c.fsck.RequestTimeout <= 0:

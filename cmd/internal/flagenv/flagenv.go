@@ -10,6 +10,8 @@ import (
 	"flag"
 	"fmt"
 	"strings"
+
+	"graveler/etcdkv"
 )
 
 // Name is the environment variable of a flag.
@@ -50,4 +52,33 @@ func Endpoints(list string) []string {
 		}
 	}
 	return out
+}
+
+// EtcdFlags registers the connection flags the cleaner and gravelerfsck
+// share on fs, writing into cfg (--etcd-endpoints, --etcd-prefix, TLS,
+// user and password). Call the function it returns after Parse: it sets
+// cfg.Endpoints and checks the flags, naming the one at fault.
+func EtcdFlags(fs *flag.FlagSet, cfg *etcdkv.Config) func() error {
+	var endpoints string
+	fs.StringVar(&endpoints, "etcd-endpoints", "", "comma-separated etcd endpoints (required)")
+	fs.StringVar(&cfg.Prefix, "etcd-prefix", etcdkv.DefaultPrefix, "root prefix of every key in etcd (gravelerd's)")
+	fs.StringVar(&cfg.TLS.CAFile, "etcd-ca", "", "etcd CA certificate file")
+	fs.StringVar(&cfg.TLS.CertFile, "etcd-cert", "", "etcd client certificate file")
+	fs.StringVar(&cfg.TLS.KeyFile, "etcd-key", "", "etcd client key file")
+	fs.StringVar(&cfg.Username, "etcd-username", "", "etcd username")
+	fs.StringVar(&cfg.Password, "etcd-password", "", "etcd password (prefer the environment variable)")
+	return func() error {
+		cfg.Endpoints = Endpoints(endpoints)
+		switch {
+		case len(cfg.Endpoints) == 0:
+			return errors.New("--etcd-endpoints is required")
+		case !strings.HasPrefix(cfg.Prefix, "/"):
+			return fmt.Errorf("--etcd-prefix %q must start with '/'", cfg.Prefix)
+		case (cfg.TLS.CertFile == "") != (cfg.TLS.KeyFile == ""):
+			return errors.New("--etcd-cert and --etcd-key must be given together")
+		case (cfg.Username == "") != (cfg.Password == ""):
+			return errors.New("--etcd-username and --etcd-password must be given together")
+		}
+		return nil
+	}
 }
