@@ -91,7 +91,10 @@ type Summary struct {
 	RepositoriesRetired int `json:"repositories_retired"`
 	// RepositoriesReclaimed, TokensReclaimed: work items completed.
 	RepositoriesReclaimed int `json:"repositories_reclaimed"`
-	TokensReclaimed       int `json:"tokens_reclaimed"`
+	// ClaimsBackfilled: active repositories created before storage
+	// namespaces were claimed, given their claim (in a dry run: would be).
+	ClaimsBackfilled int `json:"claims_backfilled"`
+	TokensReclaimed  int `json:"tokens_reclaimed"`
 	// EntriesRemoved: graveler_deleted entries removed.
 	EntriesRemoved int `json:"entries_removed"`
 	// OrphanRepositoryPartitions, OrphanStagingPartitions: dropped by the sweep.
@@ -372,6 +375,13 @@ func (r *pass) do() error {
 		}
 	}
 
+	// 1b. Claims for repositories created before namespaces were claimed,
+	// so their namespaces are emptied when they are reclaimed and no
+	// create can take them.
+	if err := r.backfillClaims(records); err != nil {
+		return err
+	}
+
 	// 2. The work list, read before the live tokens (see the package doc).
 	queuedRepos, queuedTokens, err := r.scanQueue()
 	if err != nil {
@@ -382,6 +392,8 @@ func (r *pass) do() error {
 	}
 	backlog.Set(float64(len(queuedRepos) + len(queuedTokens)))
 	if len(repos) > 0 {
+		// Again, after the work list: a claim of an incarnation queued
+		// since the first scan is the drain's to release.
 		if err := r.scanClaims(); err != nil {
 			return err
 		}
@@ -410,6 +422,42 @@ func (r *pass) do() error {
 	// 5. Sweep.
 	if r.c.cfg.Sweep {
 		return r.sweep()
+	}
+	return nil
+}
+
+// backfillClaims claims the namespace of every active repository that
+// holds no claim. A namespace two such repositories share is left to the
+// first and reported as a failed step naming both.
+func (r *pass) backfillClaims(records []record) error {
+	if err := r.scanClaims(); err != nil {
+		return err
+	}
+	for _, rec := range records {
+		if rec.rec.State != graveler.RepositoryStateActive {
+			continue
+		}
+		if _, ok := r.claims[rec.name+"/"+string(rec.rec.UniqueID)]; ok {
+			continue
+		}
+		if r.ctx.Err() != nil {
+			return r.ctx.Err()
+		}
+		log := []zap.Field{zap.String("repository", rec.name), zap.String("unique_id", string(rec.rec.UniqueID)), zap.String("namespace", string(rec.rec.StorageNamespace))}
+		if r.c.cfg.DryRun {
+			r.sum.ClaimsBackfilled++
+			r.c.log.Info("cleaner: would claim the storage namespace of a repository created before claims", log...)
+			continue
+		}
+		ok, err := r.c.refs.BackfillNamespaceClaim(r.ctx, graveler.RepositoryID(rec.name), rec.rec.UniqueID)
+		if err != nil {
+			r.fail(err, "claim the storage namespace of a repository created before claims", log...)
+			continue
+		}
+		if ok {
+			r.sum.ClaimsBackfilled++
+			r.c.log.Info("cleaner: claimed the storage namespace of a repository created before claims", log...)
+		}
 	}
 	return nil
 }
@@ -725,6 +773,13 @@ func (r *pass) releaseNamespace(it repoItem, log []zap.Field) bool {
 	}
 	id, uid := graveler.RepositoryID(it.repo), graveler.UniqueID(it.uid)
 	held, err := r.c.refs.ReclaimNamespace(r.ctx, c.Namespace, id, uid)
+	if errors.Is(err, kv.ErrQuotaExceeded) {
+		// The partitions are dropped already, which is what frees etcd's
+		// space; the claim needs a write, so it waits with the work item.
+		r.fail(err, "mark storage namespace reclaiming (etcd is out of space: the repository's partitions are dropped; "+
+			"its namespace is emptied and released, and its work item removed, once etcd accepts writes again)", log...)
+		return false
+	}
 	if err != nil {
 		r.fail(err, "mark storage namespace reclaiming", log...)
 		return false

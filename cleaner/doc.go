@@ -74,7 +74,14 @@
 // its commits reference, list its objects, and delete those neither
 // referenced nor modified within GCConfig.Grace of the mark's time (the
 // writer's side of that rule is in committed's package doc), each after
-// one more Stat, so that an object stored again meanwhile is kept. An
+// one more Stat, so that an object stored again meanwhile is kept. That
+// Stat and the delete run under a sweep record (package gcfence) written
+// before the namespace's first delete, kept ahead of its deadline while
+// deleting and marked done at the end, so a commit that stores the object
+// again between them learns of it and fails retryably instead of
+// referencing a deleted object; a collection never deletes once its
+// record's deadline is near, and skips a namespace another collection is
+// sweeping. An
 // undecodable repository record or commit record, or a failed read of the
 // records, aborts the whole collection before anything is deleted; any
 // failed read in a namespace (a metarange missing or unreadable, a
@@ -95,6 +102,16 @@
 // Config.Timeout is Summary.Incomplete, and Summary.StoppedBy says which.
 // Run repeats it every Config.Interval while this process leads, through
 // an Elector (NewEtcdElector: go.etcd.io/etcd/client/v3/concurrency).
+//
+// Out of space (etcd's NOSPACE alarm: only reads and deletes are served):
+// the drops and work-item removals are deletes, so a pass still frees
+// space. Token items are reclaimed whole; a deleted repository's
+// partitions are dropped, but marking its namespace claim reclaiming is a
+// write, so its namespace, claim and work item wait for the next pass
+// after the alarm ends (a failure in Summary that says so). Retiring a
+// record and the GC's bookkeeping fail the same way. The election needs a
+// lease, which etcd refuses then, so Run makes its passes without leading
+// (EtcdElector reports kv.ErrQuotaExceeded).
 //
 // Concurrency: a Cleaner is safe for concurrent use; New starts no
 // goroutines. The store and Config.Blobs stay owned by the caller.

@@ -16,6 +16,7 @@ import (
 
 	"graveler/graveler"
 	"graveler/graveler/committed"
+	"graveler/graveler/gcfence"
 	"graveler/graveler/ref"
 	"graveler/keys"
 )
@@ -51,6 +52,9 @@ type GCConfig struct {
 	// and by the emptying of deleted repositories' namespaces (0: no
 	// bound).
 	DeleteRate float64
+	// Fence tunes the sweep records that keep a deletion from racing a
+	// commit that writes the same object (package gcfence).
+	Fence gcfence.Config
 }
 
 func (g GCConfig) withDefaults() GCConfig {
@@ -86,6 +90,9 @@ type GCSummary struct {
 	Namespaces        int `json:"namespaces"`
 	NamespacesAborted int `json:"namespaces_aborted"`
 	NamespacesHeld    int `json:"namespaces_held"`
+	// NamespacesBusy: skipped because another collection was sweeping
+	// them (its sweep record was running).
+	NamespacesBusy int `json:"namespaces_busy"`
 	// Marked: metaranges and ranges reachable from the roots.
 	Marked int64 `json:"marked"`
 	// Listed: committed objects listed by the sweeps.
@@ -127,6 +134,9 @@ type gcNamespace struct {
 	metaranges map[graveler.MetaRangeID]bool
 	// marked holds the blob names of every referenced object.
 	marked map[string]bool
+	// sweep is the running sweep record, from the first delete on.
+	sweep   *gcfence.Sweep
+	sweepMu sync.Mutex
 }
 
 // gcRun is one collection.
@@ -136,6 +146,10 @@ type gcRun struct {
 	blobs  committed.BlobStore
 	cutoff time.Time
 	limit  *rateLimiter
+	// fence records each namespace's sweep before its first delete; run
+	// names this collection in those records.
+	fence *gcfence.Fence
+	run   string
 	// hooks for tests (nil in production).
 	hooks *gcHooks
 }
@@ -147,6 +161,8 @@ type gcHooks struct {
 	afterMark func()
 	// beforeDelete runs before an object is checked again and deleted.
 	beforeDelete func(ns graveler.StorageNamespace, name string)
+	// beforeRemove runs after that check, right before the delete.
+	beforeRemove func(ns graveler.StorageNamespace, name string)
 }
 
 // collect runs one collection of unreferenced committed objects. A
@@ -154,7 +170,8 @@ type gcHooks struct {
 // was deleted before it was unreferenced and old.
 func (r *pass) collect() {
 	start := time.Now()
-	g := &gcRun{r: r, sum: &GCSummary{Grace: r.c.cfg.GC.Grace}, blobs: r.c.cfg.Blobs, limit: newRateLimiter(r.c.cfg.GC.DeleteRate), hooks: r.c.gcHooks}
+	g := &gcRun{r: r, sum: &GCSummary{Grace: r.c.cfg.GC.Grace}, blobs: r.c.cfg.Blobs, limit: newRateLimiter(r.c.cfg.GC.DeleteRate), hooks: r.c.gcHooks,
+		fence: gcfence.New(r.c.store, r.c.cfg.GC.Fence), run: ref.NewID()}
 	r.sum.GC = g.sum
 	defer func() {
 		g.sum.Duration = time.Since(start)
@@ -162,7 +179,7 @@ func (r *pass) collect() {
 		r.c.log.Info("cleaner: collection "+r.did("done", "done (dry run)"), zap.Int64("revision", g.sum.Revision),
 			zap.Int("repositories", g.sum.Repositories), zap.Int("commits", g.sum.Commits),
 			zap.Int("namespaces", g.sum.Namespaces), zap.Int("namespaces_aborted", g.sum.NamespacesAborted),
-			zap.Int("namespaces_held", g.sum.NamespacesHeld), zap.Int64("marked", g.sum.Marked),
+			zap.Int("namespaces_held", g.sum.NamespacesHeld), zap.Int("namespaces_busy", g.sum.NamespacesBusy), zap.Int64("marked", g.sum.Marked),
 			zap.Int64("listed", g.sum.Listed), zap.Int64(r.did("deleted", "would_delete"), g.sum.Deleted),
 			zap.Int64("bytes", g.sum.BytesDeleted), zap.Int64("kept_young", g.sum.KeptYoung),
 			zap.Bool("aborted", g.sum.Aborted), zap.Duration("duration", g.sum.Duration))
@@ -195,6 +212,14 @@ func (r *pass) collect() {
 			if r.ctx.Err() != nil {
 				r.cutShort() // the run's time is up: not a failure
 				return
+			}
+			if errors.Is(err, gcfence.ErrSweepBusy) {
+				// Another collector is deleting there now: it does this
+				// namespace's work, and two sweeps' records must not
+				// interleave.
+				g.sum.NamespacesBusy++
+				r.c.log.Info("cleaner: another collection is sweeping this storage namespace; skipped", zap.String("namespace", string(sp.ns)), zap.Error(err))
+				continue
 			}
 			g.sum.NamespacesAborted++
 			r.fail(err, "garbage collection of namespace "+string(sp.ns)+" aborted", zap.String("namespace", string(sp.ns)))
@@ -333,10 +358,21 @@ func nsKey(ns graveler.StorageNamespace) string {
 // sweep marks the ranges of sp's metaranges, then deletes the committed
 // objects of sp that are neither marked nor younger than the grace. It
 // stops at the first read that fails.
-func (g *gcRun) sweep(sp *gcNamespace) error {
+func (g *gcRun) sweep(sp *gcNamespace) (err error) {
 	if err := g.markRanges(sp); err != nil {
 		return err
 	}
+	defer func() {
+		if sp.sweep == nil {
+			return
+		}
+		// A sweep left running holds commits back until its deadline.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(g.r.ctx), 10*time.Second)
+		defer cancel()
+		if ferr := sp.sweep.Finish(ctx); ferr != nil && err == nil {
+			err = fmt.Errorf("end sweep record: %w", ferr)
+		}
+	}()
 	for _, prefix := range []string{committed.MetaRangesPrefix, committed.RangesPrefix} {
 		err := g.blobs.List(g.r.ctx, sp.ns, prefix, func(page []committed.BlobInfo) error {
 			var doomed []committed.BlobInfo
@@ -362,9 +398,11 @@ func (g *gcRun) sweep(sp *gcNamespace) error {
 	return nil
 }
 
-// markRanges reads every metarange sp's commits reference and marks it
-// and its ranges. A metarange that cannot be read aborts the sweep: its
-// ranges are unknown, not unreferenced.
+// markRanges reads every tree sp's commits reference and marks all its
+// objects: its root, inner nodes and ranges. A subtree already marked (it
+// is shared with a tree walked before) is not read again. A node that
+// cannot be read aborts the sweep: what it references is unknown, not
+// unreferenced. Roots are counted in Marked by the caller.
 func (g *gcRun) markRanges(sp *gcNamespace) error {
 	ids := slices.Sorted(maps.Keys(sp.metaranges))
 	var (
@@ -375,29 +413,34 @@ func (g *gcRun) markRanges(sp *gcNamespace) error {
 	)
 	ctx, cancel := context.WithCancel(g.r.ctx)
 	defer cancel()
+	mark := func(name string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if sp.marked[name] {
+			return committed.ErrSkipSubtree
+		}
+		sp.marked[name] = true
+		if kind, id, _ := committed.ParseObjectName(name); kind != committed.ObjectMetaRange || !sp.metaranges[graveler.MetaRangeID(id)] {
+			g.sum.Marked++
+		}
+		return nil
+	}
 	for range min(gcReadParallelism, len(ids)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for id := range next {
-				ranges, err := committed.ReadMetaRange(ctx, g.blobs, sp.ns, id)
-				mu.Lock()
+				// A subtree skipped is being walked by another worker,
+				// which ends before the sweep starts (or fails it).
+				err := committed.TreeObjects(ctx, g.blobs, sp.ns, id, mark)
 				if err != nil {
+					mu.Lock()
 					if first == nil {
 						first = fmt.Errorf("read metarange %s: %w", id, err)
 						cancel()
 					}
-				} else {
-					sp.marked[committed.MetaRangeObjectName(id)] = true
-					for _, rd := range ranges {
-						name := committed.RangeObjectName(rd.ID)
-						if !sp.marked[name] {
-							sp.marked[name] = true
-							g.sum.Marked++
-						}
-					}
+					mu.Unlock()
 				}
-				mu.Unlock()
 			}
 		}()
 	}
@@ -422,6 +465,9 @@ func (g *gcRun) deleteAll(sp *gcNamespace, objs []committed.BlobInfo) error {
 	if len(objs) == 0 {
 		return nil
 	}
+	if err := g.startSweep(sp); err != nil {
+		return err
+	}
 	var (
 		mu    sync.Mutex
 		first error
@@ -435,7 +481,7 @@ func (g *gcRun) deleteAll(sp *gcNamespace, objs []committed.BlobInfo) error {
 		go func() {
 			defer wg.Done()
 			for o := range next {
-				deleted, young, size, err := g.deleteOne(ctx, sp.ns, o)
+				deleted, young, size, err := g.deleteOne(ctx, sp, o)
 				mu.Lock()
 				switch {
 				case err != nil:
@@ -467,7 +513,29 @@ func (g *gcRun) deleteAll(sp *gcNamespace, objs []committed.BlobInfo) error {
 	return first
 }
 
-func (g *gcRun) deleteOne(ctx context.Context, ns graveler.StorageNamespace, o committed.BlobInfo) (deleted, young bool, size int64, err error) {
+// startSweep records the sweep of sp before its first object is checked
+// for deletion: a commit that writes or refreshes an object after that
+// check learns of the sweep and makes sure its objects survived it
+// (gcfence). A dry run deletes nothing and records nothing.
+func (g *gcRun) startSweep(sp *gcNamespace) error {
+	if g.r.c.cfg.DryRun {
+		return nil
+	}
+	sp.sweepMu.Lock()
+	defer sp.sweepMu.Unlock()
+	if sp.sweep != nil {
+		return nil
+	}
+	s, err := g.fence.StartSweep(g.r.ctx, sp.ns, g.run)
+	if err != nil {
+		return fmt.Errorf("record sweep: %w", err)
+	}
+	sp.sweep = s
+	return nil
+}
+
+func (g *gcRun) deleteOne(ctx context.Context, sp *gcNamespace, o committed.BlobInfo) (deleted, young bool, size int64, err error) {
+	ns := sp.ns
 	if g.hooks != nil && g.hooks.beforeDelete != nil {
 		g.hooks.beforeDelete(ns, o.Name)
 	}
@@ -489,8 +557,17 @@ func (g *gcRun) deleteOne(ctx context.Context, ns graveler.StorageNamespace, o c
 	if err := g.limit.wait(ctx); err != nil {
 		return false, false, 0, err
 	}
-	// A blob, not a kv record: unreferenced by every commit and older
-	// than the grace, so no commit in flight can reference it.
+	// Unreferenced by every commit and older than the grace when Stat
+	// ran, after the sweep was recorded: a commit writing or refreshing
+	// it since will find it gone and retry (gcfence). Permit refuses once
+	// the record's deadline is near, so a stalled collector never deletes
+	// behind the back of a commit that stopped waiting for it.
+	if err := sp.sweep.Permit(ctx); err != nil {
+		return false, false, 0, err
+	}
+	if g.hooks != nil && g.hooks.beforeRemove != nil {
+		g.hooks.beforeRemove(ns, o.Name)
+	}
 	if err := g.blobs.Delete(ctx, ns, o.Name); err != nil {
 		return false, false, 0, fmt.Errorf("delete %s: %w", o.Name, err)
 	}

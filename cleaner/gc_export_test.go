@@ -23,3 +23,12 @@ func (c *Cleaner) Collect(ctx context.Context) (Summary, error) {
 	r.sum.Duration = time.Since(start)
 	return r.sum, ctx.Err()
 }
+
+// SetGCRemoveHook makes c's collections call beforeRemove once an object
+// was checked again (found old) and right before it is deleted.
+func SetGCRemoveHook(c *Cleaner, beforeRemove func(ns graveler.StorageNamespace, name string)) {
+	if c.gcHooks == nil {
+		c.gcHooks = &gcHooks{}
+	}
+	c.gcHooks.beforeRemove = beforeRemove
+}

@@ -17,6 +17,7 @@ import (
 	"graveler/graveler"
 	"graveler/graveler/committed"
 	"graveler/graveler/committed/blobtest"
+	"graveler/graveler/gcfence"
 	"graveler/graveler/gravelertest"
 	"graveler/kv"
 )
@@ -24,7 +25,10 @@ import (
 // gcCommitted makes ranges of about 8 keys, so that small commits span
 // many ranges and pass most of them through.
 func gcCommitted(grace time.Duration) committed.Config {
-	return committed.Config{MinRangeSize: 1, MaxRangeSize: 4 << 10, BoundaryMask: 7, BlockSize: 128, GCGrace: grace}
+	// Ranges of about 8 keys and inner nodes of about 4 children: small
+	// repositories have trees of several levels.
+	return committed.Config{MinRangeSize: 1, MaxRangeSize: 4 << 10, BoundaryMask: 7, BlockSize: 128,
+		MinNodeSize: 1, MaxNodeSize: 4 << 10, NodeMask: 3, GCGrace: grace}
 }
 
 // gcBackend is a blob store under test and how to age its objects.
@@ -100,6 +104,10 @@ type gcWorld struct {
 	b     gcBackend
 	g     *graveler.Graveler
 	cfg   committed.Config
+	// unfenced leaves commits unfenced against sweeps (to show what the
+	// fence prevents); fence tunes it.
+	unfenced bool
+	fence    gcfence.Config
 
 	mu    sync.Mutex
 	acked []ackedCommit
@@ -122,7 +130,7 @@ func newGCWorld(t testing.TB, store kv.Store, b gcBackend, grace time.Duration) 
 // service returns a new Graveler over the same stores: a gravelerd
 // replica, or one restarted, that remembers nothing about the objects.
 func (w *gcWorld) service() *graveler.Graveler {
-	return gravelertest.New(w.t, w.store, gravelertest.Options{Blobs: w.b.blobs, Committed: w.cfg})
+	return gravelertest.New(w.t, w.store, gravelertest.Options{Blobs: w.b.blobs, Committed: w.cfg, GCFence: !w.unfenced, Fence: w.fence})
 }
 
 func (w *gcWorld) createRepo(name string) graveler.StorageNamespace {
@@ -250,13 +258,12 @@ func (w *gcWorld) writeTree(ns graveler.StorageNamespace, recs []graveler.ValueR
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	ranges, err := committed.ReadMetaRange(w.ctx, w.b.blobs, ns, id)
-	if err != nil {
+	var names []string
+	if err := committed.TreeObjects(w.ctx, w.b.blobs, ns, id, func(name string) error {
+		names = append(names, name)
+		return nil
+	}); err != nil {
 		w.t.Fatal(err)
-	}
-	names := []string{committed.MetaRangeObjectName(id)}
-	for _, r := range ranges {
-		names = append(names, committed.RangeObjectName(r.ID))
 	}
 	return names
 }

@@ -2,12 +2,16 @@ package cleaner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
+
+	"graveler/kv"
 )
 
 // Elector chooses one leader among cleaner replicas.
@@ -55,12 +59,12 @@ func (e *EtcdElector) Campaign(ctx context.Context) (context.Context, func(), er
 	// (handing over at once instead of after the TTL); resign closes it.
 	s, err := concurrency.NewSession(e.cli, concurrency.WithTTL(e.ttl), concurrency.WithContext(context.WithoutCancel(ctx)))
 	if err != nil {
-		return nil, nil, fmt.Errorf("cleaner: election session: %w", err)
+		return nil, nil, fmt.Errorf("cleaner: election session: %w", noSpace(err))
 	}
 	el := concurrency.NewElection(s, e.key)
 	if err := el.Campaign(ctx, e.id); err != nil {
 		_ = s.Close()
-		return nil, nil, fmt.Errorf("cleaner: campaign: %w", err)
+		return nil, nil, fmt.Errorf("cleaner: campaign: %w", noSpace(err))
 	}
 	lead, cancel := context.WithCancel(ctx)
 	go func() {
@@ -81,7 +85,8 @@ func (e *EtcdElector) Campaign(ctx context.Context) (context.Context, func(), er
 }
 
 // Run makes a pass every Config.Interval while this process leads, until
-// ctx ends; it returns nil then. Failed passes are logged and counted, and
+// ctx ends; it returns nil then. When the election fails because etcd is
+// out of space (kv.ErrQuotaExceeded), it makes passes without leading. Failed passes are logged and counted, and
 // the next one comes at the next interval.
 func (c *Cleaner) Run(ctx context.Context) error {
 	for ctx.Err() == nil {
@@ -91,6 +96,19 @@ func (c *Cleaner) Run(ctx context.Context) error {
 			if err != nil {
 				if ctx.Err() != nil {
 					break
+				}
+				if errors.Is(err, kv.ErrQuotaExceeded) {
+					// Under NOSPACE etcd grants no lease, so nobody can be
+					// elected, yet it still serves the reads and deletes a
+					// pass needs to free space. Passes are safe beside each
+					// other (package doc), so every replica makes them
+					// until the alarm ends.
+					c.log.Warn("cleaner: etcd is out of space (NOSPACE): no election possible; making a pass without leadership to free space", zap.Error(err))
+					_, _ = c.RunOnce(ctx)
+					if !sleep(ctx, c.cfg.Interval) {
+						break
+					}
+					continue
 				}
 				c.log.Warn("cleaner: election failed; retrying", zap.Error(err))
 				if !sleep(ctx, min(c.cfg.Interval, 5*time.Second)) {
@@ -120,6 +138,15 @@ func (c *Cleaner) lead(lead context.Context) {
 			return
 		}
 	}
+}
+
+// noSpace marks etcd's NOSPACE (a lease or an election key refused for
+// space) as kv.ErrQuotaExceeded.
+func noSpace(err error) error {
+	if errors.Is(err, rpctypes.ErrNoSpace) || errors.Is(err, rpctypes.ErrGRPCNoSpace) {
+		return fmt.Errorf("%w: %w", kv.ErrQuotaExceeded, err)
+	}
+	return err
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {

@@ -90,6 +90,10 @@ func checkRequest(req any, maxSize int) error {
 		if err := checkEntry(&pb.Entry{Key: r.GetKey()}, ""); err != nil {
 			return err
 		}
+	case *pb.DeletePrefixRequest:
+		if n := len(r.GetPrefix()); n > MaxKeyLen {
+			return tooLarge(codes.InvalidArgument, "INVALID_KEY", n, MaxKeyLen, "prefix %.40q...", r.GetPrefix())
+		}
 	case *pb.CreateRepositoryRequest:
 		if err := checkID("INVALID_REPOSITORY_ID", "repository id", r.GetRepositoryId(), MaxRepositoryIDLen); err != nil {
 			return err

@@ -23,7 +23,10 @@
 // (a limited unary Range counts every remaining key, which makes paging a
 // large partition quadratic). If the pinned revision is compacted mid-scan,
 // the scan resumes after the last key returned, at the current revision. On
-// servers without RangeStream it falls back to paged Ranges.
+// servers without RangeStream it falls back to paged Ranges, each bounded to
+// a window of the key space estimated to hold about 1.5 pages, so that
+// etcd's count covers the window rather than the rest of the partition
+// (RangeRequest has no field that skips the count).
 //
 // A stopped member: each attempt of a request is bounded by
 // Config.RequestTimeout (each chunk of a scan, each page or chunk of a
@@ -89,7 +92,18 @@
 // members out of the rotation, from one goroutine at a time that Close
 // stops.
 //
-// Errors: the kv sentinels. etcd's NOSPACE alarm is kv.ErrQuotaExceeded;
+// Errors: the kv sentinels. etcd's NOSPACE alarm is kv.ErrQuotaExceeded,
+// its message carrying NoSpaceHint (the cause and the operator's way out).
+// Under that alarm etcd refuses every put (and every Txn that puts) but
+// still serves reads and deletes: Get, Scan, Delete, DeleteIf and
+// DropPartition keep working, so space can be freed. A NOSPACE answer is
+// not always a refusal: etcd applies the write that takes its database
+// past the quota and answers it NOSPACE all the same. So the key decides,
+// as when settling (without re-sending, which would be refused): a write
+// whose guard still holds, or whose key has not changed since it was
+// sent, was refused (kv.ErrQuotaExceeded); a SetIf the key's history
+// shows applied succeeds; a Set or SetAndRead whose value the key took
+// since is kv.ErrAmbiguous (wrapping kv.ErrQuotaExceeded too);
 // oversized requests are rejected before sending with kv.ErrKeyTooLarge or
 // kv.ErrValueTooLarge naming the size and the limit; an unreachable cluster
 // on a read, or a read whose every attempt ran out, is kv.ErrUnavailable.

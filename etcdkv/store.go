@@ -514,9 +514,11 @@ var beforeBlindAttempt func()
 
 // blindRound sends w in guarded attempts until one applies (see
 // blindWrite), each bounded by the highest revision seen when it is sent.
-func (s *Store) blindRound(ctx context.Context, w blindWrite) (*clientv3.TxnResponse, error) {
+// The bound of the last attempt sent is left in *sent.
+func (s *Store) blindRound(ctx context.Context, w blindWrite, sent *int64) (*clientv3.TxnResponse, error) {
 	for range blindAttempts {
 		bound := s.maxRev.Load()
+		*sent = bound
 		if beforeBlindAttempt != nil {
 			beforeBlindAttempt()
 		}
@@ -537,8 +539,9 @@ func (s *Store) blindRound(ctx context.Context, w blindWrite) (*clientv3.TxnResp
 // Re-sending is safe only because of the guard (see blindWrite).
 func (s *Store) blind(ctx context.Context, what string, w blindWrite) (*clientv3.TxnResponse, error) {
 	var resp *clientv3.TxnResponse
+	var bound int64
 	round := func(c context.Context) error {
-		r, err := s.blindRound(c, w)
+		r, err := s.blindRound(c, w, &bound)
 		if err == nil {
 			resp = r
 		}
@@ -548,6 +551,9 @@ func (s *Store) blind(ctx context.Context, what string, w blindWrite) (*clientv3
 	if err == nil {
 		kv.NoteWrite(ctx, resp.Header.Revision)
 		return resp, nil
+	}
+	if isNoSpace(err) {
+		return nil, s.noSpaceBlind(ctx, what, w, bound, writeErr(ctx, what, err))
 	}
 	if errors.Is(err, ErrContended) || !maybeApplied(ctx, err) {
 		return nil, writeErr(ctx, what, err)
@@ -654,9 +660,13 @@ func (s *Store) setIf(ctx context.Context, partition, key, value []byte, pred kv
 	// Read before sending: whatever this attempt does happens at a later
 	// revision.
 	sentAfter := s.maxRev.Load()
-	return s.casWrite(ctx, what, k, pred, clientv3.OpPut(k, string(value)), failed, func(firstErr error) error {
+	err := s.casWrite(ctx, what, k, pred, clientv3.OpPut(k, string(value)), failed, func(firstErr error) error {
 		return s.settleSetIf(ctx, k, value, pred, sentAfter, what, firstErr, failed)
 	})
+	if errors.Is(err, kv.ErrQuotaExceeded) {
+		return s.noSpaceSetIf(ctx, what, k, value, pred, sentAfter, err)
+	}
+	return err
 }
 
 // casWrite sends op guarded by pred. When its outcome is unknown, settle
@@ -940,11 +950,17 @@ func maybeApplied(ctx context.Context, err error) bool {
 		errors.Is(err, rpctypes.ErrTimeoutDueToConnectionLost)
 }
 
+// NoSpaceHint is what a write refused under etcd's NOSPACE alarm says of
+// its cause and of the way out: nothing but an operator ends the alarm,
+// so a caller that retries only adds load (docs/capacity.md, "NOSPACE").
+const NoSpaceHint = "etcd is out of space (NOSPACE alarm: its database reached --quota-backend-bytes) " +
+	"and refuses every write but deletes until an operator frees space, compacts, defragments every member and disarms the alarm"
+
 // writeErr maps a write error whose outcome is known (not applied).
 func writeErr(ctx context.Context, what string, err error) error {
 	switch {
 	case errors.Is(err, rpctypes.ErrNoSpace), errors.Is(err, rpctypes.ErrGRPCNoSpace):
-		return fmt.Errorf("%w: etcdkv: %s: %v", kv.ErrQuotaExceeded, what, err)
+		return fmt.Errorf("%w: etcdkv: %s: %s: %v", kv.ErrQuotaExceeded, what, NoSpaceHint, err)
 	case errors.Is(err, rpctypes.ErrRequestTooLarge), errors.Is(err, rpctypes.ErrGRPCRequestTooLarge):
 		return fmt.Errorf("%w: etcdkv: %s: the server refused the request size: %v", kv.ErrValueTooLarge, what, err)
 	case errors.Is(err, rpctypes.ErrTooManyOps), errors.Is(err, rpctypes.ErrGRPCTooManyOps):

@@ -11,14 +11,17 @@ import (
 )
 
 // blobChecks checks committed objects on Config.Parallel goroutines for
-// metaranges and as many for ranges: a metarange's ranges are checked
-// while the next metaranges are read. Metarange workers feed range
-// workers and never the reverse, so neither pool can wait on itself.
+// trees (a tree's root and inner nodes, read and walked) and as many for
+// ranges: a tree's ranges are checked while its nodes and the next trees
+// are read. Tree workers feed range workers and never the reverse, so
+// neither pool can wait on itself; a tree worker may wait for another to
+// finish a node both reach, which cannot cycle (a node's descendants are
+// named by content hashes, never itself).
 type blobChecks struct {
 	r      *run
 	ctx    context.Context
 	cancel context.CancelFunc
-	// seen: metaranges handed out; used by the caller's goroutine only.
+	// seen: roots handed out; used by the caller's goroutine only.
 	seen    map[string]bool
 	metaCh  chan metaTask
 	rangeCh chan rangeTask
@@ -26,6 +29,7 @@ type blobChecks struct {
 	rangeWG sync.WaitGroup
 	mu      sync.Mutex
 	ranges  map[string]*rangeEntry
+	nodes   map[string]*nodeEntry
 }
 
 type metaTask struct {
@@ -37,16 +41,25 @@ type metaTask struct {
 
 type rangeTask struct {
 	meta metaTask
-	d    committed.RangeDescriptor
+	// parent is the inner node naming the range.
+	parent graveler.MetaRangeID
+	d      committed.RangeDescriptor
 }
 
 // rangeEntry is the outcome of checking one range, shared by every
-// metarange that names it: each object is read once per run.
+// node that names it: each object is read once per run.
 type rangeEntry struct {
 	done chan struct{}
 	// ok: present (and with Full, intact); summary is set with Full.
 	ok      bool
 	summary committed.RangeSummary
+}
+
+// nodeEntry is the outcome of reading one inner node (or root): each is
+// read and its subtree walked once per run.
+type nodeEntry struct {
+	done chan struct{}
+	node *committed.TreeNode
 }
 
 func (r *run) startBlobChecks() *blobChecks {
@@ -58,6 +71,7 @@ func (r *run) startBlobChecks() *blobChecks {
 		metaCh:  make(chan metaTask, n),
 		rangeCh: make(chan rangeTask, 4*n),
 		ranges:  map[string]*rangeEntry{},
+		nodes:   map[string]*nodeEntry{},
 	}
 	for range n {
 		b.metaWG.Go(b.metaWorker)
@@ -96,29 +110,88 @@ func (b *blobChecks) stop() {
 }
 
 func (b *blobChecks) metaWorker() {
-	r := b.r
 	for t := range b.metaCh {
 		if b.ctx.Err() != nil {
 			continue
 		}
-		ranges, err := committed.ReadMetaRange(b.ctx, r.c.blobs, t.ns, t.id)
-		r.stats(func(st *Stats) { st.MetaRanges++ })
-		res := fmt.Sprintf("metarange %s in %s", t.id, t.ns)
-		switch {
-		case err == nil:
-		case errors.Is(err, committed.ErrBlobNotFound):
-			r.find(KindMetaRangeMissing, t.repo, res, "commit %s names it; the blob store does not hold it", t.commit)
-		case errors.Is(err, committed.ErrCorrupt), errors.Is(err, committed.ErrInvalidID):
-			r.find(KindMetaRangeCorrupt, t.repo, res, "commit %s names it: %v", t.commit, err)
-		case b.ctx.Err() == nil:
-			r.problem("read %s: %v", res, err)
+		b.node(t, nil, 0)
+	}
+}
+
+// node checks inner node id of tree t (its root when parent is nil, else
+// the child parent names in a node of level parentLevel), then its
+// subtree: nodes here, ranges on the range workers.
+func (b *blobChecks) node(t metaTask, parent *committed.RangeDescriptor, parentLevel int) {
+	r := b.r
+	id := t.id
+	if parent != nil {
+		id = graveler.MetaRangeID(parent.ID)
+	}
+	key := string(t.ns) + "\x00" + string(id)
+	b.mu.Lock()
+	e, found := b.nodes[key]
+	if !found {
+		e = &nodeEntry{done: make(chan struct{})}
+		b.nodes[key] = e
+	}
+	b.mu.Unlock()
+	if found {
+		// Read (and its subtree walked) by whoever came first; only this
+		// parent's entry is left to compare.
+		select {
+		case <-e.done:
+		case <-b.ctx.Done():
+			return
 		}
-		for _, d := range ranges {
-			select {
-			case b.rangeCh <- rangeTask{meta: t, d: d}:
-			case <-b.ctx.Done():
-			}
+		if parent != nil && e.node != nil && r.c.cfg.Full {
+			b.matchNode(t, e.node, parent, parentLevel)
 		}
+		return
+	}
+	n, err := committed.ReadTreeNode(b.ctx, r.c.blobs, t.ns, id)
+	r.stats(func(st *Stats) { st.MetaRanges++ })
+	res := fmt.Sprintf("metarange %s in %s", id, t.ns)
+	where := fmt.Sprintf("commit %s names it", t.commit)
+	if parent != nil {
+		where = fmt.Sprintf("an inner node of tree %s (reached from commit %s)", t.id, t.commit)
+	}
+	switch {
+	case err == nil:
+		e.node = n
+	case errors.Is(err, committed.ErrBlobNotFound):
+		r.find(KindMetaRangeMissing, t.repo, res, "%s; the blob store does not hold it", where)
+	case errors.Is(err, committed.ErrCorrupt), errors.Is(err, committed.ErrInvalidID):
+		r.find(KindMetaRangeCorrupt, t.repo, res, "%s: %v", where, err)
+	case b.ctx.Err() == nil:
+		r.problem("read %s: %v", res, err)
+	}
+	close(e.done)
+	if n == nil {
+		return
+	}
+	if parent != nil && r.c.cfg.Full {
+		b.matchNode(t, n, parent, parentLevel)
+	}
+	for i := range n.Children {
+		if b.ctx.Err() != nil {
+			return
+		}
+		if n.Level > 1 {
+			b.node(t, &n.Children[i], n.Level)
+			continue
+		}
+		select {
+		case b.rangeCh <- rangeTask{meta: t, parent: id, d: n.Children[i]}:
+		case <-b.ctx.Done():
+		}
+	}
+}
+
+// matchNode reports an inner node that does not match its parent's entry.
+func (b *blobChecks) matchNode(t metaTask, n *committed.TreeNode, parent *committed.RangeDescriptor, parentLevel int) {
+	if err := n.Matches(*parent, parentLevel); err != nil {
+		b.r.find(KindMetaRangeCorrupt, t.repo, fmt.Sprintf("metarange %s in %s", parent.ID, t.ns),
+			"an inner node of tree %s (reached from commit %s): %v", t.id, t.commit, err)
 	}
 }
 
@@ -148,7 +221,7 @@ func (b *blobChecks) rangeWorker() {
 		if b.r.c.cfg.Full && e.ok {
 			if err := e.summary.Matches(t.d); err != nil {
 				b.r.find(KindRangeOutOfBounds, t.meta.repo, fmt.Sprintf("range %s in %s", t.d.ID, t.meta.ns),
-					"in metarange %s (reached from commit %s): %v", t.meta.id, t.meta.commit, err)
+					"in metarange %s of tree %s (reached from commit %s): %v", t.parent, t.meta.id, t.meta.commit, err)
 			}
 		}
 	}
@@ -158,7 +231,7 @@ func (b *blobChecks) rangeWorker() {
 func (b *blobChecks) checkRange(e *rangeEntry, t rangeTask) {
 	r := b.r
 	res := fmt.Sprintf("range %s in %s", t.d.ID, t.meta.ns)
-	where := fmt.Sprintf("metarange %s (reached from commit %s) names it", t.meta.id, t.meta.commit)
+	where := fmt.Sprintf("metarange %s of tree %s (reached from commit %s) names it", t.parent, t.meta.id, t.meta.commit)
 	var err error
 	if r.c.cfg.Full {
 		var s committed.RangeSummary

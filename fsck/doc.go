@@ -30,12 +30,14 @@
 //   - every commit's parents exist, its generation is 1 + the largest of
 //     its parents' (0 or 1 for a root), and its id is the hash of its
 //     content (ref.ComputeCommitID);
-//   - every metarange and range that a commit reachable from a branch or a
-//     tag names exists in the blob store; with Config.Full every one is
-//     read and verified: it hashes to its id, every record decodes, keys
-//     are sorted, and each range matches its metarange entry's bounds
-//     (package committed's ReadMetaRange, VerifyRange). Each object is
-//     checked once per run, however many commits share it;
+//   - every object of the tree a commit reachable from a branch or a tag
+//     names exists in the blob store: its root and inner nodes (which are
+//     always read and checked, as they name the rest) and its ranges; with
+//     Config.Full every range is read and verified too: it hashes to its
+//     id, every record decodes, keys are sorted, and every node and range
+//     matches its parent's entry (bounds, count, size; package committed's
+//     ReadTreeNode, VerifyRange, Matches). Each object is checked once per
+//     run, however many commits share it;
 //   - staging partitions that no branch (staging or sealed token) and no
 //     queued work item references are orphaned: a late writer's keys in a
 //     token already handed to the cleaner. Partitions younger than

@@ -45,7 +45,7 @@ var (
 	benchLCW   = flag.Int("bench.writers", 8, "concurrent writers of BenchmarkLongCommit")
 	// benchCommitRates are the Config.CommitReadRate values BenchmarkLongCommit
 	// runs with, each a sub-benchmark of its own.
-	benchCommitRates = flag.String("bench.commitrates", "0,50000", "comma-separated commit read rates (entries/s; 0: unpaced) for BenchmarkLongCommit")
+	benchCommitRates = flag.String("bench.commitrates", "adaptive,0,50000", "comma-separated commit pacings for BenchmarkLongCommit: adaptive (the default pacing) or a fixed rate in entries/s (0: unpaced)")
 	benchProf        = flag.String("bench.commitprofile", "", "write a CPU profile of BenchmarkLongCommit's commit phase to this file")
 	benchTrace       = flag.String("bench.committrace", "", "write an execution trace of BenchmarkLongCommit's commit phase to this file")
 )
@@ -276,15 +276,20 @@ func writeUntil(b *testing.B, f *fixture, n int, prefix string, stop <-chan stru
 // one commit of the staged entries runs. It reports p50/p99 in µs for
 // both phases, p99 during over p99 without (goal: <= 2), the commit's
 // duration, and the time staging took. ns/op covers both phases. It runs
-// once per -bench.commitrates value (default unpaced and 50,000/s).
+// once per -bench.commitrates value (default: the adaptive pacing,
+// unpaced, and a fixed 50,000/s).
 func BenchmarkLongCommit(b *testing.B) {
 	for _, r := range strings.Split(*benchCommitRates, ",") {
+		if strings.TrimSpace(r) == "adaptive" {
+			b.Run("commit-pacing=adaptive", func(b *testing.B) { benchmarkLongCommit(b, graveler.Config{}) })
+			continue
+		}
 		rate, err := strconv.ParseFloat(strings.TrimSpace(r), 64)
 		if err != nil || rate < 0 {
 			b.Fatalf("-bench.commitrates: %q is not a rate", r)
 		}
 		b.Run(fmt.Sprintf("commit-read-rate=%s", strings.TrimSpace(r)), func(b *testing.B) {
-			benchmarkLongCommit(b, graveler.Config{CommitReadRate: rate})
+			benchmarkLongCommit(b, graveler.Config{CommitReadRate: rate, CommitPacing: graveler.CommitPacing{Off: true}})
 		})
 	}
 }

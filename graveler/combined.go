@@ -1,6 +1,9 @@
 package graveler
 
-import "bytes"
+import (
+	"bytes"
+	"slices"
+)
 
 // combinedIterator merges sorted ValueIterators into one: for a key held by
 // more than one source, the first source (lowest index) wins and the
@@ -17,8 +20,13 @@ type combinedIterator struct {
 	heads          []*ValueRecord
 	pending        []int
 	hideTombstones bool
-	val            *ValueRecord
-	err            error
+	// stop, when set, is asked after each tombstone hidden; true ends the
+	// iteration there, with stoppedAt the tombstone's key (a listing
+	// page's read budget).
+	stop      func() bool
+	stoppedAt Key
+	val       *ValueRecord
+	err       error
 }
 
 func newCombinedIterator(hideTombstones bool, its ...ValueIterator) *combinedIterator {
@@ -68,6 +76,10 @@ func (c *combinedIterator) Next() bool {
 			}
 		}
 		if c.hideTombstones && rec.IsTombstone() {
+			if c.stop != nil && c.stop() {
+				c.stoppedAt, c.val = bytes.Clone(rec.Key), nil
+				return false
+			}
 			continue
 		}
 		c.val = rec
@@ -83,7 +95,7 @@ func (c *combinedIterator) SeekGE(key Key) {
 	}
 	clear(c.heads)
 	c.pendAll()
-	c.val = nil
+	c.val, c.stoppedAt = nil, nil
 }
 
 func (c *combinedIterator) Err() error { return c.err }
@@ -163,3 +175,163 @@ func keySuccessor(p Key) Key {
 	}
 	return nil
 }
+
+// Range tombstones (RangeStager). A token's own range tombstones turn the
+// entries it staged before them into tombstones (the StagingManager does
+// that), so each token's iterator is its own change set. What a range
+// tombstone also deletes, the keys under its prefix in older tokens and in
+// the head, is applied here: an older source is filtered by the prefixes
+// of every newer token (rangeFilter), and a commit, which needs one delete
+// per key it removes, gets them from the tree (rangeDeletes).
+
+// covering returns the shortest of prefixes that key starts with.
+func covering(prefixes []Key, key Key) (Key, bool) {
+	var best Key
+	found := false
+	for _, p := range prefixes {
+		if bytes.HasPrefix(key, p) && (!found || len(p) < len(best)) {
+			best, found = p, true
+		}
+	}
+	return best, found
+}
+
+func compareKeys(a, b Key) int { return bytes.Compare(a, b) }
+
+// minimalPrefixes sorts prefixes and drops every one that another one
+// covers.
+func minimalPrefixes(prefixes []Key) []Key {
+	ps := slices.Clone(prefixes)
+	slices.SortFunc(ps, compareKeys)
+	out := ps[:0]
+	for _, p := range ps {
+		if len(out) > 0 && bytes.HasPrefix(p, out[len(out)-1]) {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// rangeFilter hides the records of it under prefixes, seeking past each
+// covered stretch instead of reading it: the cost of a deleted prefix is
+// one seek, not one read per key.
+type rangeFilter struct {
+	ValueIterator
+	prefixes []Key
+	done     bool
+}
+
+func newRangeFilter(it ValueIterator, prefixes []Key) ValueIterator {
+	if len(prefixes) == 0 {
+		return it
+	}
+	return &rangeFilter{ValueIterator: it, prefixes: minimalPrefixes(prefixes)}
+}
+
+func (f *rangeFilter) Next() bool {
+	for !f.done && f.ValueIterator.Next() {
+		p, ok := covering(f.prefixes, f.ValueIterator.Value().Key)
+		if !ok {
+			return true
+		}
+		succ := keySuccessor(p)
+		if succ == nil {
+			break // every key after this one is under p
+		}
+		f.ValueIterator.SeekGE(succ)
+	}
+	f.done = true
+	return false
+}
+
+func (f *rangeFilter) SeekGE(key Key) {
+	f.done = false
+	f.ValueIterator.SeekGE(key)
+}
+
+// rangeDeletes turns the keys of a tree under prefixes into tombstones and
+// skips the rest by seeking: the deletes a commit applies for range
+// tombstones.
+type rangeDeletes struct {
+	it       ValueIterator
+	prefixes []Key // minimal, sorted
+	val      *ValueRecord
+	done     bool
+}
+
+func (d *rangeDeletes) Next() bool {
+	d.val = nil
+	for !d.done && d.it.Next() {
+		rec := d.it.Value()
+		if _, ok := covering(d.prefixes, rec.Key); ok {
+			d.val = &ValueRecord{Key: rec.Key}
+			return true
+		}
+		i, _ := slices.BinarySearchFunc(d.prefixes, rec.Key, compareKeys)
+		if i == len(d.prefixes) {
+			break
+		}
+		d.it.SeekGE(d.prefixes[i])
+	}
+	d.done = true
+	return false
+}
+
+func (d *rangeDeletes) Value() *ValueRecord { return d.val }
+
+func (d *rangeDeletes) SeekGE(key Key) {
+	d.val, d.done = nil, false
+	if len(d.prefixes) > 0 && bytes.Compare(key, d.prefixes[0]) < 0 {
+		key = d.prefixes[0]
+	}
+	d.it.SeekGE(key)
+}
+
+func (d *rangeDeletes) Err() error { return d.it.Err() }
+func (d *rangeDeletes) Close()     { d.it.Close() }
+
+// countingIterator counts the records its source read: the source's own
+// count when it keeps one (RecordCounter), else the records it returned.
+type countingIterator struct {
+	ValueIterator
+	n int
+}
+
+func (c *countingIterator) Next() bool {
+	ok := c.ValueIterator.Next()
+	if ok {
+		c.n++
+	}
+	return ok
+}
+
+func (c *countingIterator) RecordsRead() int {
+	if rc, ok := c.ValueIterator.(RecordCounter); ok {
+		return rc.RecordsRead()
+	}
+	return c.n
+}
+
+// readBudget bounds the stored records one listing page reads across its
+// sources.
+type readBudget struct {
+	sources []*countingIterator
+	limit   int
+}
+
+func (b *readBudget) count(it ValueIterator) ValueIterator {
+	c := &countingIterator{ValueIterator: it}
+	b.sources = append(b.sources, c)
+	return c
+}
+
+func (b *readBudget) read() int {
+	n := 0
+	for _, s := range b.sources {
+		n += s.RecordsRead()
+	}
+	return n
+}
+
+func (b *readBudget) exhausted() bool { return b != nil && b.limit > 0 && b.read() >= b.limit }

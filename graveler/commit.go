@@ -198,12 +198,14 @@ func (g *Graveler) commit(ctx context.Context, repo *RepositoryRecord, branch Br
 
 // applyTokens applies toks (newest first) over the tree base.
 func (g *Graveler) applyTokens(ctx context.Context, repo *RepositoryRecord, base MetaRangeID, toks []StagingToken, allowEmpty bool) (MetaRangeID, error) {
-	it, err := g.changesIterator(ctx, toks)
+	it, err := g.changesIterator(ctx, toks, repo.StorageNamespace, base)
 	if err != nil {
 		return "", err
 	}
 	defer it.Close()
-	mr, _, err := g.committed.Apply(ctx, repo.StorageNamespace, base, newPacedIterator(ctx, it, g.cfg.CommitReadRate), ApplyOptions{AllowEmpty: allowEmpty})
+	paced, release := g.pace.iterator(ctx, it)
+	defer release()
+	mr, _, err := g.committed.Apply(ctx, repo.StorageNamespace, base, paced, ApplyOptions{AllowEmpty: allowEmpty})
 	return mr, err
 }
 
@@ -222,10 +224,15 @@ func (g *Graveler) dropTokens(ctx context.Context, toks []StagingToken) {
 // isDirty reports whether any of b's tokens stages anything.
 func (g *Graveler) isDirty(ctx context.Context, b *Branch) (bool, error) {
 	for _, st := range tokens(b) {
-		it, err := g.staging.List(ctx, st)
+		its, ranges, err := g.tokenIterators(ctx, []StagingToken{st})
 		if err != nil {
 			return false, err
 		}
+		if len(ranges[0]) > 0 {
+			its[0].Close()
+			return true, nil
+		}
+		it := its[0]
 		found := it.Next()
 		err = it.Err()
 		it.Close()
@@ -335,7 +342,12 @@ type resetScope struct {
 // A write into the scope that is concurrent with the reset may be kept or
 // discarded; one that lands between step 1's read and step 3's drop of a
 // token being sealed is the one case where reads may see it, then not,
-// then see it again (kept). The keys found in step 1 are held in memory:
+// then see it again (kept). A range tombstone (DeletePrefix) reaching into
+// the scope is a discarded delete of every key of H0 it covers there:
+// those keys join the ones found in step 1, and the reset takes steps 4 to
+// 6 (dropping entries cannot undo it), so a reset of a key or a prefix
+// under a deleted prefix stages one override per such key.
+// The keys found in step 1 are held in memory:
 // a prefix reset costs memory in the number of keys staged under the
 // prefix, and with a commit in flight one write per key.
 func (g *Graveler) resetStaged(ctx context.Context, repo *RepositoryRecord, branch BranchID, sc resetScope) error {
@@ -353,9 +365,10 @@ func (g *Graveler) resetStaged(ctx context.Context, repo *RepositoryRecord, bran
 	}
 	// Steps 1 and 2.
 	var found map[string][]*Value
+	var rng []Key
 	var h0 *Branch
 	for {
-		if found, err = g.stagedIn(ctx, tokens(b), sc); err != nil {
+		if found, rng, err = g.stagedIn(ctx, tokens(b), sc); err != nil {
 			return err
 		}
 		if h0, err = g.refs.GetBranch(ctx, repo, branch); err != nil {
@@ -369,12 +382,19 @@ func (g *Graveler) resetStaged(ctx context.Context, repo *RepositoryRecord, bran
 		}
 		b = h0
 	}
+	if len(rng) > 0 {
+		// Range tombstones delete keys in scope that no token stages: each
+		// such key of H0 is a discarded delete, overridden like one.
+		if err := g.rangeDeletedIn(ctx, repo, h0.CommitID, sc, rng, found); err != nil {
+			return err
+		}
+	}
 	if len(found) == 0 {
 		return nil
 	}
 	// Step 3: b is the branch whose tokens were read, h0 the one read
-	// after them.
-	if len(b.SealedTokens) == 0 && h0.StagingToken == b.StagingToken {
+	// after them. Dropping entries cannot undo a range tombstone.
+	if len(b.SealedTokens) == 0 && h0.StagingToken == b.StagingToken && len(rng) == 0 {
 		st := b.StagingToken
 		if sc.prefix {
 			err = g.staging.DropByPrefix(ctx, st, sc.key)
@@ -428,24 +448,33 @@ func (g *Graveler) resetStaged(ctx context.Context, repo *RepositoryRecord, bran
 }
 
 // stagedIn returns what toks stage in scope: for each key, the values
-// staged for it (nil: a tombstone), newest token first.
-func (g *Graveler) stagedIn(ctx context.Context, toks []StagingToken, sc resetScope) (map[string][]*Value, error) {
+// staged for it (nil: a tombstone), newest token first; and the prefixes
+// of the range tombstones that reach into scope.
+func (g *Graveler) stagedIn(ctx context.Context, toks []StagingToken, sc resetScope) (map[string][]*Value, []Key, error) {
 	found := map[string][]*Value{}
+	var rng []Key
 	for _, st := range toks {
+		its, ranges, err := g.tokenIterators(ctx, []StagingToken{st})
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, p := range ranges[0] {
+			if bytes.HasPrefix(sc.key, p) || sc.prefix && bytes.HasPrefix(p, sc.key) {
+				rng = append(rng, p)
+			}
+		}
 		if !sc.prefix {
+			its[0].Close()
 			v, err := g.staging.Get(ctx, st, sc.key)
 			switch {
 			case err == nil:
 				found[string(sc.key)] = append(found[string(sc.key)], cloneValue(v))
 			case !errors.Is(err, ErrNotFound):
-				return nil, err
+				return nil, nil, err
 			}
 			continue
 		}
-		it, err := g.staging.List(ctx, st)
-		if err != nil {
-			return nil, err
-		}
+		it := its[0]
 		it.SeekGE(sc.key)
 		for it.Next() {
 			rec := it.Value()
@@ -457,10 +486,45 @@ func (g *Graveler) stagedIn(ctx context.Context, toks []StagingToken, sc resetSc
 		err = it.Err()
 		it.Close()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return found, nil
+	return found, rng, nil
+}
+
+// rangeDeletedIn adds to found a discarded tombstone for every key in
+// scope that the tree of commit id holds under one of rng.
+func (g *Graveler) rangeDeletedIn(ctx context.Context, repo *RepositoryRecord, id CommitID, sc resetScope, rng []Key, found map[string][]*Value) error {
+	c, err := g.refs.GetCommit(ctx, repo, id)
+	if err != nil {
+		return err
+	}
+	if !sc.prefix {
+		_, err := g.committed.Get(ctx, repo.StorageNamespace, c.MetaRangeID, sc.key)
+		switch {
+		case err == nil:
+			found[string(sc.key)] = append(found[string(sc.key)], nil)
+		case !errors.Is(err, ErrNotFound):
+			return err
+		}
+		return nil
+	}
+	it, err := g.committed.List(ctx, repo.StorageNamespace, c.MetaRangeID)
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	it.SeekGE(sc.key)
+	for it.Next() {
+		k := it.Value().Key
+		if !bytes.HasPrefix(k, sc.key) {
+			break
+		}
+		if _, ok := covering(rng, k); ok {
+			found[string(k)] = append(found[string(k)], nil)
+		}
+	}
+	return it.Err()
 }
 
 // valuesAt returns the values of keys in a commit's tree (nil: absent).

@@ -17,6 +17,15 @@
 // or a Get costs one round trip; Config.SeparateFenceRead keeps a separate,
 // amortized branch read.
 //
+// Grouped reads (readgroup.go): Gets of one branch that arrive while such
+// a transaction is in flight share the next one, which reads every key
+// they ask for with the branch record, and is every one's fence; a lone
+// Get never waits, and one whose caller gives up is answered at once
+// without failing the others (Config.UngroupedReads turns this off). A Get
+// of a commit, a tag or a "~N" ref reads committed data only: its commit
+// records come from the RefManager's commit cache, and its repository
+// check runs beside the ref's resolution.
+//
 // The reader's fence also guards ListEntries (per page) and
 // DiffUncommitted (per chunk), which read again from the branch as it is
 // now when a token they read from has left it. A reset of a key or a
@@ -24,6 +33,15 @@
 // and checks that none sealed it meanwhile; otherwise (a commit in
 // flight) it stages overrides on top (see resetStaged), so a discarded
 // value never comes back when that commit lands.
+//
+// Range tombstones: DeletePrefix stages one record deleting every key under
+// a prefix (RangeStager). Readers hide the keys of older tokens and of the
+// head under a newer token's prefixes by seeking past them, so a deleted
+// prefix costs a listing one seek; a commit and DiffUncommitted turn it
+// into one delete per key of the tree under the prefix. A listing page
+// reads at most Config.ListPageBudget stored records: where per-key
+// tombstones use that up, ListEntriesPage returns a short (even empty)
+// page with a place to resume.
 //
 // Change feed: every branch write that is a change of its own says what
 // it did (Branch.Change: a commit, a merge or fast-forward, a reset, ...);
@@ -33,11 +51,18 @@
 // change became visible. A reset of a key or a prefix writes no branch
 // record; its last staged write is its revision.
 //
+// Commit pacing: a commit reads its staged entries at a rate that a
+// controller adjusts by the latency of the staged writes this Graveler
+// serves (pace.go, Config.CommitPacing): full speed when nobody writes,
+// slower when the writers' latency rises above its level with no commit
+// reading; Config.CommitReadRate bounds it. The writes of another replica
+// are not seen.
+//
 // Concurrency: Graveler is safe for concurrent use from any number of
 // goroutines and processes; correctness comes from compare-and-swap on the
 // branch record, never from a lock.
 //
 // Errors: every error wraps one category sentinel (ErrNotFound,
 // ErrAlreadyExists, ErrConflict, ErrInvalidArgument, ErrFailedPrecondition,
-// ErrUnavailable, ErrAmbiguous); test with errors.Is / errors.AsType.
+// ErrUnavailable, ErrAmbiguous, ErrResourceExhausted); test with errors.Is / errors.AsType.
 package graveler

@@ -21,7 +21,10 @@ import (
 // fenced, when not nil, is a write that reads the branch itself, after
 // the write took effect and in the same round trip (stageFenced); it
 // replaces write followed by recheck.
-func (g *Graveler) writeBranch(ctx context.Context, repo *RepositoryRecord, id BranchID, write func(StagingToken) error, fenced func(StagingToken) (*RepositoryRecord, *Branch, error)) error {
+func (g *Graveler) writeBranch(ctx context.Context, repo *RepositoryRecord, id BranchID, write func(StagingToken) error, fenced func(StagingToken) (*RepositoryRecord, *Branch, error)) (err error) {
+	// The writers' latency is what paces commits (pace.go).
+	start := g.pace.writeStarted()
+	defer func() { g.pace.writeDone(start, err) }()
 	b, ok := g.cache.get(repo, id)
 	if !ok {
 		var err error
@@ -208,6 +211,28 @@ func (g *Graveler) Delete(ctx context.Context, repoID RepositoryID, branch Branc
 	}, g.stageFenced(ctx, repo, branch, key, nil))
 }
 
+// DeletePrefix stages the deletion of every key under prefix ("": every
+// key) as one range tombstone in the branch's staging token (RangeStager),
+// through the writer's flow: if a commit seals the token meanwhile, the
+// tombstone is written again into the new one. Keys written after it
+// survive it. ErrTooManyRangeTombstones once the token holds its limit.
+func (g *Graveler) DeletePrefix(ctx context.Context, repoID RepositoryID, branch BranchID, prefix Key) error {
+	if len(prefix) > MaxKeyLen {
+		return fmt.Errorf("prefix: %w: %d bytes, limit %d", ErrInvalidKey, len(prefix), MaxKeyLen)
+	}
+	if err := ValidateBranchID(branch); err != nil {
+		return err
+	}
+	if g.ranger == nil {
+		return fmt.Errorf("delete prefix: the staging store has no range tombstones: %w", ErrFailedPrecondition)
+	}
+	return g.withRepository(ctx, repoID, func(repo *RepositoryRecord) error {
+		return g.writeBranch(ctx, repo, branch, func(st StagingToken) error {
+			return g.ranger.DeletePrefix(ctx, st, prefix)
+		}, nil)
+	})
+}
+
 // ---- reader flow (seed 004) ----
 
 // resolveForRead resolves ref; a plain branch name is served from the
@@ -337,20 +362,36 @@ func (g *Graveler) getAtOnce(ctx context.Context, repoID RepositoryID, ref Ref, 
 }
 
 func (g *Graveler) getAtOnceIn(ctx context.Context, repo *RepositoryRecord, ref Ref, key Key) (*Value, error) {
-	repoID := repo.RepositoryID
+	// A ref that is not a branch the cache knows (a commit, a tag, "~N")
+	// reads committed data only, after the repository read every other
+	// operation starts with. That read is started now, beside resolving
+	// the ref, so it costs no round trip of its own: commit records come
+	// from the commit cache, and a tag or branch record, which can change,
+	// is read while the repository is.
+	check := g.repoCheck(ctx, repo, ref)
+	defer check.cancel()
 	res, _, err := g.resolveForRead(ctx, repo, ref)
 	if err != nil {
 		return nil, err
 	}
 	if !staged(res) {
-		// A commit, a tag or a branch at a commit: committed data only,
-		// after the repository read every other operation starts with.
-		if repo, err = g.refs.GetRepository(ctx, repoID); err != nil {
+		if repo, err = check.wait(ctx, g, repo); err != nil {
 			return nil, err
 		}
 		return g.getCommitted(ctx, repo, res.MetaRangeID, key)
 	}
 	id, b := res.BranchRecord.BranchID, res.BranchRecord.Branch
+	if g.reads != nil {
+		a := g.groupedGet(ctx, repo, id, b, key)
+		if a.final {
+			return a.v, a.err
+		}
+		c, err := g.refs.GetCommit(ctx, repo, a.cur.CommitID)
+		if err != nil {
+			return nil, err
+		}
+		return g.getCommitted(ctx, a.repo, c.MetaRangeID, key)
+	}
 	for attempt := 0; ; attempt++ {
 		reads, err := g.fencer.BranchFenceReads(repo, id)
 		if err != nil {
@@ -370,7 +411,7 @@ func (g *Graveler) getAtOnceIn(ctx context.Context, repo *RepositoryRecord, ref 
 		}
 		r, cur, err := g.fencer.ParseBranchFence(repo, id, got[:2])
 		if err != nil {
-			g.repos.forget(repoID)
+			g.repos.forget(repo.RepositoryID)
 			g.cache.forget(repo, id)
 			return nil, err
 		}
@@ -436,94 +477,173 @@ func firstStaged(repo *RepositoryRecord, key Key, toks []StagingToken, lookup fu
 	return nil, false, nil
 }
 
-// tokenIterators opens one iterator per staging token of b, newest first,
-// followed by extra; on error it closes what it opened.
-func (g *Graveler) tokenIterators(ctx context.Context, toks []StagingToken, extra func() (ValueIterator, error)) ([]ValueIterator, error) {
-	var its []ValueIterator
-	fail := func(err error) ([]ValueIterator, error) {
+// tokenIterators opens one iterator per staging token, newest first, and
+// returns with them the prefixes of each token's range tombstones (when
+// the StagingManager has them); on error it closes what it opened.
+func (g *Graveler) tokenIterators(ctx context.Context, toks []StagingToken) ([]ValueIterator, [][]Key, error) {
+	its := make([]ValueIterator, 0, len(toks))
+	ranges := make([][]Key, 0, len(toks))
+	for _, st := range toks {
+		var it ValueIterator
+		var rs []Key
+		var err error
+		if g.ranger != nil {
+			it, rs, err = g.ranger.ListRanged(ctx, st)
+		} else {
+			it, err = g.staging.List(ctx, st)
+		}
+		if err != nil {
+			for _, it := range its {
+				it.Close()
+			}
+			return nil, nil, err
+		}
+		its = append(its, it)
+		ranges = append(ranges, rs)
+	}
+	return its, ranges, nil
+}
+
+// filterByNewer hides in each token's iterator what a newer token's range
+// tombstones delete, and returns every token's prefixes together.
+func filterByNewer(its []ValueIterator, ranges [][]Key) []Key {
+	var newer []Key
+	for i := range its {
+		its[i] = newRangeFilter(its[i], newer)
+		newer = append(newer, ranges[i]...)
+	}
+	return newer
+}
+
+// branchIterator is the branch as a reader sees it: its tokens over its
+// head commit, tombstones hiding what they delete. With budget, every
+// source counts the records it reads there.
+func (g *Graveler) branchIterator(ctx context.Context, repo *RepositoryRecord, b *Branch, mr MetaRangeID, budget *readBudget) (*combinedIterator, error) {
+	its, ranges, err := g.tokenIterators(ctx, tokens(b))
+	if err != nil {
+		return nil, err
+	}
+	cit, err := g.committed.List(ctx, repo.StorageNamespace, mr)
+	if err != nil {
 		for _, it := range its {
 			it.Close()
 		}
 		return nil, err
 	}
-	for _, st := range toks {
-		it, err := g.staging.List(ctx, st)
-		if err != nil {
-			return fail(err)
+	if budget != nil {
+		for i := range its {
+			// A page that may stop at its budget must not have the
+			// store stream the rest of a token past it.
+			if bp, ok := its[i].(interface{ BoundPages() }); ok && budget.limit > 0 {
+				bp.BoundPages()
+			}
+			its[i] = budget.count(its[i])
 		}
-		its = append(its, it)
+		cit = budget.count(cit)
 	}
-	if extra != nil {
-		it, err := extra()
-		if err != nil {
-			return fail(err)
-		}
-		its = append(its, it)
-	}
-	return its, nil
-}
-
-// branchIterator is the branch as a reader sees it: its tokens over its
-// head commit, tombstones hiding what they delete.
-func (g *Graveler) branchIterator(ctx context.Context, repo *RepositoryRecord, b *Branch, mr MetaRangeID) (*combinedIterator, error) {
-	its, err := g.tokenIterators(ctx, tokens(b), func() (ValueIterator, error) {
-		return g.committed.List(ctx, repo.StorageNamespace, mr)
-	})
-	if err != nil {
-		return nil, err
-	}
+	all := filterByNewer(its, ranges)
+	its = append(its, newRangeFilter(cit, all))
 	return newCombinedIterator(true, its...), nil
 }
 
 // changesIterator is what toks stage, newest first winning, tombstones
-// included: the changes a commit applies.
-func (g *Graveler) changesIterator(ctx context.Context, toks []StagingToken) (*combinedIterator, error) {
-	its, err := g.tokenIterators(ctx, toks, nil)
+// included: the changes a commit applies over the tree base (in ns), and
+// what DiffUncommitted compares with it. A range tombstone contributes a
+// tombstone for each key under its prefix in base.
+func (g *Graveler) changesIterator(ctx context.Context, toks []StagingToken, ns StorageNamespace, base MetaRangeID) (*combinedIterator, error) {
+	its, ranges, err := g.tokenIterators(ctx, toks)
 	if err != nil {
 		return nil, err
+	}
+	if all := filterByNewer(its, ranges); len(all) > 0 {
+		cit, err := g.committed.List(ctx, ns, base)
+		if err != nil {
+			for _, it := range its {
+				it.Close()
+			}
+			return nil, err
+		}
+		its = append(its, &rangeDeletes{it: cit, prefixes: minimalPrefixes(all)})
 	}
 	return newCombinedIterator(false, its...), nil
 }
 
-// ListEntries returns one page of the entries visible at ref, and whether
-// more follow. A page costs about one page of work in every source: each
-// is sought to the page's start, and a common prefix is skipped by seeking
-// past it.
+// ListEntries returns a full page of the entries visible at ref (Limit
+// rows unless the listing ends), and whether more follow. It reads as many
+// bounded pages (ListEntriesPage) as it takes, so its work grows with the
+// tombstones it passes; API pages use ListEntriesPage.
 func (g *Graveler) ListEntries(ctx context.Context, repoID RepositoryID, ref Ref, opts ListEntriesOptions) ([]*EntryListing, bool, error) {
+	var rows []*EntryListing
+	for {
+		page, err := g.ListEntriesPage(ctx, repoID, ref, opts)
+		if err != nil {
+			return nil, false, err
+		}
+		rows = append(rows, page.Rows...)
+		if !page.More || len(rows) >= opts.Limit {
+			return rows, page.More, nil
+		}
+		opts.Limit -= len(page.Rows)
+		if page.ResumeAfter != nil {
+			opts.After, opts.Resume = page.ResumeAfter, true
+		} else {
+			opts.After, opts.Resume = page.Rows[len(page.Rows)-1].Key, false
+		}
+	}
+}
+
+// ListEntriesPage returns one page of the entries visible at ref. A page
+// costs about one page of work in every source: each is sought to the
+// page's start, a common prefix is skipped by seeking past it, and a range
+// tombstone by seeking past its prefix. It reads at most
+// Config.ListPageBudget stored records (and the page's rows): where
+// tombstones use that up, the page ends short, possibly empty, with More
+// and ResumeAfter set (AIP-158), so no page reads a long run of deleted
+// keys whole.
+func (g *Graveler) ListEntriesPage(ctx context.Context, repoID RepositoryID, ref Ref, opts ListEntriesOptions) (*EntriesPage, error) {
 	if opts.Limit <= 0 {
-		return nil, false, fmt.Errorf("%w: list limit %d must be positive", ErrInvalidArgument, opts.Limit)
+		return nil, fmt.Errorf("%w: list limit %d must be positive", ErrInvalidArgument, opts.Limit)
 	}
 	repo, err := g.refs.GetRepository(ctx, repoID)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	res, cached, err := g.resolveForRead(ctx, repo, ref)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	if !staged(res) {
 		it, err := g.committed.List(ctx, repo.StorageNamespace, res.MetaRangeID)
 		if err != nil {
-			return nil, false, err
+			return nil, err
 		}
 		defer it.Close()
-		return listPage(it, opts)
+		counted := &countingIterator{ValueIterator: it}
+		page, err := listPage(counted, nil, opts)
+		if page != nil {
+			page.RecordsRead = counted.RecordsRead()
+		}
+		return page, err
 	}
-	var rows []*EntryListing
-	var more bool
+	var page *EntriesPage
 	err = g.readFenced(ctx, repo, res, cached, func(b *Branch, mr MetaRangeID) error {
-		it, err := g.branchIterator(ctx, repo, b, mr)
+		budget := &readBudget{limit: g.cfg.ListPageBudget}
+		it, err := g.branchIterator(ctx, repo, b, mr, budget)
 		if err != nil {
 			return err
 		}
 		defer it.Close()
-		rows, more, err = listPage(it, opts)
+		it.stop = budget.exhausted
+		page, err = listPage(it, budget, opts)
+		if page != nil {
+			page.RecordsRead = budget.read()
+		}
 		return err
 	})
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
-	return rows, more, nil
+	return page, nil
 }
 
 // listStart is where a page starts: strictly after opts.After (past every
@@ -536,7 +656,7 @@ func listStart(opts ListEntriesOptions) (start Key, ok bool) {
 	}
 	var s Key
 	rest, under := bytes.CutPrefix(opts.After, opts.Prefix)
-	if i := bytes.Index(rest, opts.Delimiter); under && len(opts.Delimiter) > 0 && i >= 0 {
+	if i := bytes.Index(rest, opts.Delimiter); !opts.Resume && under && len(opts.Delimiter) > 0 && i >= 0 {
 		cp := opts.After[:len(opts.Prefix)+i+len(opts.Delimiter)]
 		if s = keySuccessor(cp); s == nil {
 			return nil, false
@@ -557,16 +677,19 @@ func cloneValue(v *Value) *Value {
 	return &Value{Identity: bytes.Clone(v.Identity), Data: bytes.Clone(v.Data)}
 }
 
-// listPage reads one page from it (tombstones already hidden).
-func listPage(it ValueIterator, opts ListEntriesOptions) ([]*EntryListing, bool, error) {
+// listPage reads one page from it (tombstones already hidden). With
+// budget, it is the combined iterator stopping at budget.exhausted: the
+// page then ends once the budget is spent, after a row or at a tombstone.
+func listPage(it ValueIterator, budget *readBudget, opts ListEntriesOptions) (*EntriesPage, error) {
 	start, ok := listStart(opts)
 	if !ok {
-		return nil, false, nil
+		return &EntriesPage{}, nil
 	}
 	it.SeekGE(start)
-	var rows []*EntryListing
+	page := &EntriesPage{}
 	done := false
-	// next returns the next row, or nil at the end of the prefix.
+	// next returns the next row, or nil at the end of the prefix or where
+	// the budget stopped it.
 	next := func() *EntryListing {
 		for !done && it.Next() {
 			rec := it.Value()
@@ -588,13 +711,28 @@ func listPage(it ValueIterator, opts ListEntriesOptions) ([]*EntryListing, bool,
 		}
 		return nil
 	}
-	for len(rows) < opts.Limit {
+	// stopped reports where the budget ended the iteration inside the
+	// prefix, if it did.
+	stopped := func() Key {
+		if c, ok := it.(*combinedIterator); ok && c.stoppedAt != nil && bytes.HasPrefix(c.stoppedAt, opts.Prefix) {
+			return c.stoppedAt
+		}
+		return nil
+	}
+	for len(page.Rows) < opts.Limit {
 		row := next()
 		if row == nil {
-			return rows, false, it.Err()
+			if at := stopped(); at != nil {
+				page.More, page.ResumeAfter = true, at
+			}
+			return page, it.Err()
 		}
-		rows = append(rows, row)
+		page.Rows = append(page.Rows, row)
+		if budget.exhausted() {
+			page.More = true
+			return page, it.Err()
+		}
 	}
-	more := next() != nil
-	return rows, more, it.Err()
+	page.More = next() != nil || stopped() != nil
+	return page, it.Err()
 }

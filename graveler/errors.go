@@ -17,6 +17,9 @@ var (
 	ErrUnavailable = errors.New("unavailable")
 	// ErrAmbiguous: a write may or may not have been applied; re-read to find out.
 	ErrAmbiguous = errors.New("outcome unknown")
+	// ErrResourceExhausted: a per-resource limit is reached; retrying
+	// helps only after something else changes (a commit, a cleanup).
+	ErrResourceExhausted = errors.New("resource exhausted")
 )
 
 // Specific errors.
@@ -52,6 +55,9 @@ var (
 	ErrRevertMergeNoParent     = fmt.Errorf("reverting a merge commit needs a parent number: %w", ErrInvalidArgument)
 	ErrInvalidParentNumber     = fmt.Errorf("parent number: %w", ErrInvalidArgument)
 	ErrNothingToMerge          = fmt.Errorf("source is already merged into the destination: %w", ErrNoChanges)
+	// ErrTooManyRangeTombstones: a staging token holds its limit of range
+	// tombstones (DeletePrefix); a commit of the branch starts a new token.
+	ErrTooManyRangeTombstones = fmt.Errorf("too many prefix deletes staged on the branch, commit it first: %w", ErrResourceExhausted)
 	// ErrMergeConflict is wrapped by *MergeConflictError.
 	ErrMergeConflict = fmt.Errorf("merge conflict: %w", ErrFailedPrecondition)
 	// ErrBranchHeadMoved: an optimistic update lost its compare-and-swap (the

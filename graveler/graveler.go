@@ -29,6 +29,12 @@ type Graveler struct {
 	// freader is set when a Get can read its entry and its fence at one
 	// instant, in one round trip.
 	freader FencedReader
+	// reads groups concurrent Gets of a branch (nil: each reads alone).
+	reads *readGroups
+	// ranger is set when the StagingManager stages range tombstones.
+	ranger RangeStager
+	// pace paces commits' reads of their staged entries.
+	pace *pacer
 }
 
 // Config tunes the service. Zero values take the defaults noted.
@@ -60,12 +66,26 @@ type Config struct {
 	// the same round trip as a single-entry write or a Get (the default on
 	// etcd). For comparison and as an escape hatch; both are correct.
 	SeparateFenceRead bool
-	// CommitReadRate paces a commit's read of its staged entries to this
-	// many entries a second (0: as fast as it goes). A big commit then
-	// takes longer, and the branch's writers, which never wait for a
-	// commit, no longer queue behind it for CPU and store capacity; see
+	// UngroupedReads sends one etcd transaction per Get of a branch
+	// instead of grouping the Gets of a branch that arrive while one is in
+	// flight into the next (readgroup.go). For comparison; both are
+	// linearizable.
+	UngroupedReads bool
+	// CommitReadRate bounds a commit's read of its staged entries to this
+	// many entries a second (0: no bound). With CommitPacing.Off it is a
+	// fixed rate, as fast as it goes when 0: a big commit then takes
+	// longer, and the branch's writers, which never wait for a commit, no
+	// longer queue behind it for CPU and store capacity; see
 	// docs/performance.md for the trade measured.
 	CommitReadRate float64
+	// CommitPacing tunes the default adaptive pacing of that read by the
+	// latency of the staged writes (see pace.go).
+	CommitPacing CommitPacing
+	// ListPageBudget bounds the stored records (staged entries and
+	// tombstones, committed entries) one ListEntriesPage reads (default
+	// DefaultListPageBudget; negative: no bound). A page that reaches it
+	// among tombstones ends short, even empty, and says where to resume.
+	ListPageBudget int
 	// Now returns the current time (default time.Now), for tests.
 	Now func() time.Time
 }
@@ -77,6 +97,7 @@ const (
 	DefaultMaxSealedTokens = 10
 	DefaultCommitRetries   = 50
 	DefaultFenceRetries    = 1000
+	DefaultListPageBudget  = 10_000
 )
 
 func (c Config) withDefaults() Config {
@@ -95,6 +116,9 @@ func (c Config) withDefaults() Config {
 	if c.FenceRetries <= 0 {
 		c.FenceRetries = DefaultFenceRetries
 	}
+	if c.ListPageBudget == 0 {
+		c.ListPageBudget = DefaultListPageBudget
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -106,7 +130,9 @@ func New(refs RefManager, staging StagingManager, committed CommittedManager, cf
 	cfg = cfg.withDefaults()
 	g := &Graveler{refs: refs, staging: staging, committed: committed, cfg: cfg,
 		cache: &branchCache{ttl: cfg.BranchCacheTTL, size: cfg.BranchCacheSize, m: map[string]branchCacheEntry{}, now: cfg.Now},
-		repos: &repoCache{ttl: cfg.BranchCacheTTL, size: cfg.BranchCacheSize, m: map[RepositoryID]repoCacheEntry{}, now: cfg.Now}}
+		repos: &repoCache{ttl: cfg.BranchCacheTTL, size: cfg.BranchCacheSize, m: map[RepositoryID]repoCacheEntry{}, now: cfg.Now},
+		pace:  newPacer(cfg, wallClock{})}
+	g.ranger, _ = staging.(RangeStager)
 	if !cfg.SeparateFenceRead {
 		f, ok1 := refs.(BranchFencer)
 		s, ok2 := staging.(FencedStager)
@@ -115,6 +141,9 @@ func New(refs RefManager, staging StagingManager, committed CommittedManager, cf
 		}
 		if r, ok := staging.(FencedReader); ok1 && ok && r.FencedReads() {
 			g.fencer, g.freader = f, r
+			if !cfg.UngroupedReads {
+				g.reads = newReadGroups()
+			}
 		}
 	}
 	return g
@@ -167,6 +196,26 @@ type ListEntriesOptions struct {
 	Delimiter Key
 	// Limit is the page size (required, > 0).
 	Limit int
+	// Resume makes After the ResumeAfter of a short page: listing
+	// continues strictly after that key, also when it lies inside a
+	// common prefix (which After alone would skip whole).
+	Resume bool
+}
+
+// EntriesPage is one page of ListEntriesPage.
+type EntriesPage struct {
+	Rows []*EntryListing
+	// More reports that entries may follow; the page may then hold fewer
+	// rows than asked, even none.
+	More bool
+	// ResumeAfter, when set, is where the next page starts (pass it as
+	// After with Resume): the page's read budget ran out among tombstones
+	// after its last row. Otherwise the next page starts after the last
+	// row's key.
+	ResumeAfter Key
+	// RecordsRead is how many stored records the page read (staged
+	// entries and tombstones, committed entries), for measurement.
+	RecordsRead int
 }
 
 // EntryListing is one row of a listing: an entry, or a common prefix.
@@ -531,6 +580,9 @@ func (g *Graveler) GetCommit(ctx context.Context, repoID RepositoryID, ref Ref) 
 }
 
 // Log streams the history of the commit ref resolves to, newest first.
+// With opts.Resume it continues an earlier walk and ref is not resolved
+// again: the walk goes on from commits, which never change, whatever the
+// ref points at now.
 func (g *Graveler) Log(ctx context.Context, repoID RepositoryID, ref Ref, opts LogOptions) iter.Seq2[*CommitRecord, error] {
 	return func(yield func(*CommitRecord, error) bool) {
 		repo, err := g.refs.GetRepository(ctx, repoID)
@@ -538,12 +590,16 @@ func (g *Graveler) Log(ctx context.Context, repoID RepositoryID, ref Ref, opts L
 			yield(nil, err)
 			return
 		}
-		res, err := g.resolve(ctx, repo, ref)
-		if err != nil {
-			yield(nil, err)
-			return
+		var from CommitID
+		if len(opts.Resume) == 0 {
+			res, err := g.resolve(ctx, repo, ref)
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			from = res.CommitID
 		}
-		for c, err := range g.refs.Log(ctx, repo, res.CommitID, opts) {
+		for c, err := range g.refs.Log(ctx, repo, from, opts) {
 			if !yield(c, err) || err != nil {
 				return
 			}

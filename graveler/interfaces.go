@@ -37,6 +37,22 @@ type LogOptions struct {
 	FirstParent bool
 	// Since stops at commits created before it (zero: no bound).
 	Since time.Time
+	// Resume, when not empty, continues an earlier walk with the same
+	// FirstParent and Since from the commits it had still to visit
+	// (LogPosition.Pending); the walk's start commit is then ignored.
+	Resume []CommitID
+	// Position, when set, lets the consumer see where the walk stands.
+	Position *LogPosition
+}
+
+// LogPosition is where a Log walk stands, so that a consumer can stop and
+// later resume it without walking again the history it has seen.
+type LogPosition struct {
+	// Pending is set by the walk while it yields a commit (nil otherwise,
+	// and nil from a walk that cannot resume). It returns the commits left
+	// to visit after that one, which LogOptions.Resume takes; their number
+	// is the width of history at that point, not its length.
+	Pending func() []CommitID
 }
 
 // ListCommitsOptions shape a listing of all commits of a repository.
@@ -129,7 +145,8 @@ type RefManager interface {
 	AddCommit(ctx context.Context, repo *RepositoryRecord, commit Commit) (CommitID, error)
 	// FindMergeBase returns the best common ancestor of two commits.
 	FindMergeBase(ctx context.Context, repo *RepositoryRecord, left, right CommitID) (*CommitRecord, error)
-	// Log walks history from a commit, by generation then date, newest first.
+	// Log walks history from a commit, by generation then date, newest
+	// first, or resumes an earlier walk (LogOptions.Resume).
 	Log(ctx context.Context, repo *RepositoryRecord, from CommitID, opts LogOptions) iter.Seq2[*CommitRecord, error]
 	// ListCommits walks every commit of a repository by id.
 	ListCommits(ctx context.Context, repo *RepositoryRecord, opts ListCommitsOptions) iter.Seq2[*CommitRecord, error]
@@ -156,6 +173,27 @@ type StagingManager interface {
 	Drop(ctx context.Context, st StagingToken) error
 	// List iterates a token's entries (tombstones included) in key order.
 	List(ctx context.Context, st StagingToken) (ValueIterator, error)
+}
+
+// RangeStager is an optional ability of a StagingManager: range
+// tombstones, one record deleting every key under a prefix (DeletePrefix).
+// A token's range tombstone deletes the keys under its prefix that the
+// token staged before it (a key staged after it survives), and every key
+// under its prefix in older tokens and in the head.
+type RangeStager interface {
+	// DeletePrefix stages a range tombstone for prefix ("" deletes every
+	// key). ErrTooManyRangeTombstones when the token holds its limit.
+	DeletePrefix(ctx context.Context, st StagingToken, prefix Key) error
+	// ListRanged is List, and the prefixes of the token's range
+	// tombstones, read before its entries. The iterator returns a
+	// tombstone for a key the token staged before one of them.
+	ListRanged(ctx context.Context, st StagingToken) (ValueIterator, []Key, error)
+}
+
+// RecordCounter is an optional ability of an iterator: how many stored
+// records it has read so far, including those it did not return.
+type RecordCounter interface {
+	RecordsRead() int
 }
 
 // FencedStager is an optional ability of a StagingManager: stage one

@@ -38,6 +38,18 @@ var (
 		Name: "graveler_diff_uncommitted_retries_total",
 		Help: "Chunks of an uncommitted diff read again because a staging token they read from left the branch meanwhile.",
 	})
+	commitReadRate = promauto.NewGauge(prometheus.GaugeOpts{
+		Name: "graveler_commit_read_rate",
+		Help: "Entries a second the commit pacer lets commits read their staged entries at now (0: unpaced, as when nobody writes).",
+	})
+	commitPaceCuts = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "graveler_commit_pace_cuts_total",
+		Help: "Times the commit pacer halved the commits' read rate because the writers' latency rose above its baseline.",
+	})
+	commitPaceBaseline = promauto.NewGauge(prometheus.GaugeOpts{
+		Name: "graveler_commit_pace_baseline_seconds",
+		Help: "The staged writes' 90th percentile latency with no commit reading, which the commit pacer holds them near.",
+	})
 	tokenQueueFailures = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "graveler_token_queue_failures_total",
 		Help: "Consumed staging tokens that could not be queued for the cleaner; the cleaner's orphan sweep reclaims them.",

@@ -3,6 +3,7 @@ package graveler
 import (
 	"bytes"
 	"cmp"
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -72,7 +73,7 @@ func (d *fencedDiffIterator) open() error {
 	if err != nil {
 		return err
 	}
-	stagedIt, err := d.g.changesIterator(d.ctx, tokens(d.b))
+	stagedIt, err := d.g.changesIterator(d.ctx, tokens(d.b), d.repo.StorageNamespace, c.MetaRangeID)
 	if err != nil {
 		return err
 	}
@@ -378,9 +379,18 @@ func (g *Graveler) CherryPick(ctx context.Context, repoID RepositoryID, branch B
 	return g.applyCommitDelta(ctx, repo, branch, parent.MetaRangeID, c.MetaRangeID, params, ChangeCherryPick)
 }
 
+// dumpWindow bounds the commit records DumpRefs holds at once.
+var dumpWindow = 10000
+
 // DumpRefs streams every commit, branch and tag of a repository: commits
-// first, parents before children (by generation), so a restore can replay
-// them in order. The commits are sorted in memory, one record each.
+// first, parents before children (by generation, then id), so a restore
+// can replay them in order. Commits are stored by id, not generation, so
+// the dump sorts them in windows of at most dumpWindow records: each window
+// is one scan of all commits that keeps the smallest dumpWindow after the
+// last one sent. Memory stays bounded by the window whatever the size of
+// history; a history of n commits costs ceil(n/dumpWindow) scans (one up
+// to 10,000 commits). A commit added during the dump is sent if its
+// place is after the window being sent.
 func (g *Graveler) DumpRefs(ctx context.Context, repoID RepositoryID) iter.Seq2[*RefsRecord, error] {
 	return func(yield func(*RefsRecord, error) bool) {
 		repo, err := g.refs.GetRepository(ctx, repoID)
@@ -388,21 +398,22 @@ func (g *Graveler) DumpRefs(ctx context.Context, repoID RepositoryID) iter.Seq2[
 			yield(nil, err)
 			return
 		}
-		var commits []*CommitRecord
-		for c, err := range g.refs.ListCommits(ctx, repo, ListCommitsOptions{}) {
+		var last *CommitRecord
+		for {
+			window, err := g.dumpCommits(ctx, repo, last, dumpWindow)
 			if err != nil {
 				yield(nil, err)
 				return
 			}
-			commits = append(commits, c)
-		}
-		slices.SortFunc(commits, func(a, b *CommitRecord) int {
-			return cmp.Or(cmp.Compare(a.Generation, b.Generation), cmp.Compare(a.CommitID, b.CommitID))
-		})
-		for _, c := range commits {
-			if !yield(&RefsRecord{Commit: c}, nil) {
-				return
+			for _, c := range window {
+				if !yield(&RefsRecord{Commit: c}, nil) {
+					return
+				}
 			}
+			if len(window) < dumpWindow {
+				break
+			}
+			last = window[len(window)-1]
 		}
 		for b, err := range g.refs.ListBranches(ctx, repo, ListBranchesOptions{}) {
 			if err != nil {
@@ -423,6 +434,45 @@ func (g *Graveler) DumpRefs(ctx context.Context, repoID RepositoryID) iter.Seq2[
 			}
 		}
 	}
+}
+
+func dumpOrder(a, b *CommitRecord) int {
+	return cmp.Or(cmp.Compare(a.Generation, b.Generation), cmp.Compare(a.CommitID, b.CommitID))
+}
+
+// dumpHeap is a max-heap in dump order: its top is the window's last.
+type dumpHeap []*CommitRecord
+
+func (h dumpHeap) Len() int           { return len(h) }
+func (h dumpHeap) Less(i, j int) bool { return dumpOrder(h[i], h[j]) > 0 }
+func (h dumpHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *dumpHeap) Push(x any)        { *h = append(*h, x.(*CommitRecord)) }
+func (h *dumpHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// dumpCommits scans every commit and returns, in dump order, the first n
+// that come after last (nil: from the first).
+func (g *Graveler) dumpCommits(ctx context.Context, repo *RepositoryRecord, last *CommitRecord, n int) ([]*CommitRecord, error) {
+	h := make(dumpHeap, 0, min(n, 1024))
+	for c, err := range g.refs.ListCommits(ctx, repo, ListCommitsOptions{}) {
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case last != nil && dumpOrder(c, last) <= 0:
+		case len(h) < n:
+			heap.Push(&h, c)
+		case dumpOrder(c, h[0]) < 0:
+			h[0] = c
+			heap.Fix(&h, 0)
+		}
+	}
+	slices.SortFunc(h, dumpOrder)
+	return h, nil
 }
 
 // RestoreRefs loads a dump into a bare repository (no branch, no commit).

@@ -7,6 +7,7 @@
 //	graveler/                          every repository
 //	  repos/<repo>                     Repository record
 //	  namespaces/<storage namespace>   NamespaceClaim (normalized namespace)
+//	  gcsweeps/<storage namespace>     GC sweep record (normalized namespace)
 //	graveler_deleted/                  work for the cleaner
 //	  repos/<repo>/<unique_id>         a deleted repository's partition
 //	  tokens/<staging_token>           a staging token to drop

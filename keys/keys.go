@@ -34,6 +34,9 @@ const (
 	// NamespacesPrefix begins the storage namespace claims in the
 	// graveler partition.
 	NamespacesPrefix = "namespaces/"
+	// GCSweepsPrefix begins the garbage collector's sweep records in the
+	// graveler partition, one per storage namespace it has deleted from.
+	GCSweepsPrefix = "gcsweeps/"
 )
 
 // MaxNameLen bounds every name that is part of a partition or record key.
@@ -97,6 +100,13 @@ func ParseNamespaceClaim(key []byte) (string, error) {
 	}
 	return s, nil
 }
+
+// GCSweep is the key, in the graveler partition, of the record of the
+// garbage collector's deletions in a storage namespace (ns normalized as
+// for NamespaceClaim, and likewise the raw tail of the key). Commits read
+// it before and after writing objects to learn whether a sweep ran
+// meanwhile (package gcfence).
+func GCSweep(ns string) []byte { return []byte(GCSweepsPrefix + ns) }
 
 // RepositoryPartition is the partition of one incarnation of a repository.
 // uniqueID must not contain '-' so that the partition parses unambiguously.
@@ -196,6 +206,14 @@ func Entry(key []byte) []byte {
 	out := make([]byte, 0, len(EntryPrefix)+len(key))
 	return append(append(out, EntryPrefix...), key...)
 }
+
+// StagingRanges is the key, in a staging partition, of the record that
+// holds the token's range tombstones (one record, so a read of an entry
+// can fetch them with it). It sorts after every entry key.
+func StagingRanges() []byte { return []byte(StagingRangesKey) }
+
+// StagingRangesKey is StagingRanges as a string.
+const StagingRangesKey = "ranges"
 
 // ParseEntry returns the entry key of a staged entry's kv key.
 func ParseEntry(key []byte) ([]byte, error) {

@@ -81,6 +81,12 @@ func Layout() []LayoutKey {
 			RawTail: true,
 		},
 		{
+			Partition: string(Graveler()), PartitionBuilder: funcName(Graveler), PartitionDoc: gravelerDoc,
+			Key: string(GCSweep(PlaceholderNamespace)), KeyBuilder: funcName(GCSweep),
+			Value:   "GCSweep{run, state: running|done, started, until} (JSON)",
+			RawTail: true,
+		},
+		{
 			Partition: string(Deleted()), PartitionBuilder: funcName(Deleted), PartitionDoc: deletedDoc,
 			Key: string(DeletedRepository(PlaceholderRepo, PlaceholderUniqueID)), KeyBuilder: funcName(DeletedRepository),
 			Value: "",
@@ -110,6 +116,11 @@ func Layout() []LayoutKey {
 			Key: string(Entry([]byte(PlaceholderEntryKey))), KeyBuilder: funcName(Entry),
 			Value:   "Value{identity, data} | tombstone",
 			RawTail: true,
+		},
+		{
+			Partition: stagingPart, PartitionBuilder: funcName(StagingPartition), PartitionDoc: stagingDoc,
+			Key: string(StagingRanges()), KeyBuilder: funcName(StagingRanges),
+			Value: "RangeTombstones{[]{prefix, revision}}",
 		},
 	}
 }

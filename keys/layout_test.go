@@ -99,6 +99,9 @@ func TestLayoutMatchesBuilders(t *testing.T) {
 		"keys.NamespaceClaim": func() ([]byte, []byte) {
 			return keys.Graveler(), keys.NamespaceClaim("s3://bucket/sales")
 		},
+		"keys.GCSweep": func() ([]byte, []byte) {
+			return keys.Graveler(), keys.GCSweep("s3://bucket/sales")
+		},
 		"keys.DeletedRepository": func() ([]byte, []byte) {
 			return keys.Deleted(), keys.DeletedRepository("sales", "d4f1c2")
 		},
@@ -114,6 +117,9 @@ func TestLayoutMatchesBuilders(t *testing.T) {
 		},
 		"keys.Entry": func() ([]byte, []byte) {
 			return keys.StagingPartition("tok_01"), keys.Entry([]byte("tables/a/part-0"))
+		},
+		"keys.StagingRanges": func() ([]byte, []byte) {
+			return keys.StagingPartition("tok_01"), keys.StagingRanges()
 		},
 	}
 	seen := map[string]bool{}
@@ -223,6 +229,8 @@ func ExampleLayoutTree() {
 	//       <repo> -> Repository{storage_namespace, default_branch, created, state: initial|active|deleting, unique_id}
 	//     namespaces/
 	//       <normalized storage namespace> -> NamespaceClaim{storage_namespace, repository, unique_id, claimed, reclaiming}
+	//     gcsweeps/
+	//       <normalized storage namespace> -> GCSweep{run, state: running|done, started, until} (JSON)
 	//   graveler_deleted/         # partition: work list of the cleaner
 	//     repos/
 	//       <repo>/
@@ -239,4 +247,5 @@ func ExampleLayoutTree() {
 	//   staging:<staging_token>/  # partition: one staging token's entries
 	//     key/
 	//       <entry key> -> Value{identity, data} | tombstone
+	//     ranges -> RangeTombstones{[]{prefix, revision}}
 }

@@ -28,6 +28,13 @@
 // ABORTED tells the client to re-read and decide, as after a lost
 // compare-and-swap.
 //
+// A write the store refuses for space (kv.ErrQuotaExceeded: etcd's NOSPACE
+// alarm) maps to RESOURCE_EXHAUSTED with reason STORE_QUOTA_EXCEEDED and a
+// message naming the cause and the operator's way out, not UNAVAILABLE,
+// although the layers below also mark it graveler.ErrUnavailable: it
+// lasts until an operator acts, so blind retries only add load. Reads go
+// on working meanwhile (docs/capacity.md).
+//
 // A Server is safe for concurrent use. RunHealth is long-running work that
 // stops when its context ends. Nothing here must be closed beyond the
 // *grpc.Server NewGRPCServer returns.

@@ -76,12 +76,16 @@ var reasons = []struct {
 	{graveler.ErrMergeConflict, "MERGE_CONFLICT"},
 	{graveler.ErrBranchHeadMoved, "BRANCH_HEAD_MOVED"},
 	{graveler.ErrTooManyRetries, "TOO_MANY_RETRIES"},
+	{graveler.ErrTooManyRangeTombstones, "TOO_MANY_RANGE_TOMBSTONES"},
 	{graveler.ErrAmbiguous, "OUTCOME_UNKNOWN"},
 	{kv.ErrAmbiguous, "OUTCOME_UNKNOWN"},
 	{kv.ErrPredicateFailed, "CONCURRENT_UPDATE"},
+	// Before STORE_UNAVAILABLE: the layers above kv add the category
+	// graveler.ErrUnavailable to a refused write, and retrying a write
+	// refused for space is useless until an operator acts.
+	{kv.ErrQuotaExceeded, "STORE_QUOTA_EXCEEDED"},
 	{graveler.ErrUnavailable, "STORE_UNAVAILABLE"},
 	{kv.ErrUnavailable, "STORE_UNAVAILABLE"},
-	{kv.ErrQuotaExceeded, "STORE_QUOTA_EXCEEDED"},
 	{kv.ErrKeyTooLarge, "KEY_TOO_LARGE"},
 	{kv.ErrValueTooLarge, "VALUE_TOO_LARGE"},
 	{ErrUnauthenticated, "UNAUTHENTICATED"},
@@ -129,10 +133,10 @@ func code(err error) codes.Code {
 		return codes.Aborted
 	case errors.Is(err, graveler.ErrFailedPrecondition):
 		return codes.FailedPrecondition
+	case errors.Is(err, kv.ErrQuotaExceeded), errors.Is(err, graveler.ErrResourceExhausted):
+		return codes.ResourceExhausted
 	case errors.Is(err, graveler.ErrUnavailable), errors.Is(err, kv.ErrUnavailable):
 		return codes.Unavailable
-	case errors.Is(err, kv.ErrQuotaExceeded):
-		return codes.ResourceExhausted
 	}
 	return codes.Internal
 }

@@ -189,6 +189,17 @@ func (w *emptyWorld) Delete(ctx context.Context, repo graveler.RepositoryID, b g
 	return w.repo("Delete", repo, b, key)
 }
 
+func (w *emptyWorld) DeletePrefix(ctx context.Context, repo graveler.RepositoryID, b graveler.BranchID, prefix graveler.Key) error {
+	return w.repo("DeletePrefix", repo, b, prefix)
+}
+
+func (w *emptyWorld) ListEntriesPage(ctx context.Context, repo graveler.RepositoryID, r graveler.Ref, opts graveler.ListEntriesOptions) (*graveler.EntriesPage, error) {
+	if opts.Limit <= 0 {
+		w.violate("ListEntriesPage: server passed limit %d", opts.Limit)
+	}
+	return nil, w.repo("ListEntries", repo, r)
+}
+
 func (w *emptyWorld) ListEntries(ctx context.Context, repo graveler.RepositoryID, r graveler.Ref, opts graveler.ListEntriesOptions) ([]*graveler.EntryListing, bool, error) {
 	if opts.Limit <= 0 {
 		w.violate("ListEntries: server passed limit %d", opts.Limit)
@@ -361,7 +372,11 @@ func FuzzServerRequests(f *testing.F) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		err = invoke(ctx, conn, md, req)
-		if c := status.Code(err); !allowedCodes[c] {
+		c := status.Code(err)
+		// The harness's store is the in-memory one, which has no change
+		// feed: WatchRefs answers that, as documented.
+		unsupported := md.Name() == "WatchRefs" && c == codes.Unimplemented
+		if !allowedCodes[c] && !unsupported {
 			t.Fatalf("%s(%v): %v", md.Name(), req, err)
 		}
 		if v := world.takeViolations(); len(v) > 0 {

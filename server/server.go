@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"iter"
+	"slices"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -375,17 +377,42 @@ func (s *Server) ListCommits(ctx context.Context, req *pb.ListCommitsRequest) (*
 	return resp, nil
 }
 
-// logCursor resumes a Log. Pages start from the commit the ref resolved to
-// on the first page, so a branch moving between pages does not shift them.
-// With first_parent the next page starts at the last commit returned (one
-// page of work); otherwise the walk restarts and skips the commits already
-// returned, because a merge history has no single resume point.
+// logCursor resumes a Log. A page ends with the frontier of the walk (the
+// commits it has still to visit) and the next page resumes from it, so a
+// page reads about page-size plus frontier commits wherever it lies in
+// history, and a branch moving between pages does not shift them. The
+// frontier is the number of lines of history open at that point: when it
+// is above maxLogPending, or the service cannot report it, the cursor takes
+// the skip form instead: the next page walks again from the commit the ref
+// resolved to on the first page and skips the commits already returned
+// (checking that the last of them is still there), which costs the whole
+// history up to that page. In the skip form with first_parent the next page
+// starts at the last commit returned.
 type logCursor struct {
 	start, last graveler.CommitID
-	skip        uint64
+	skip        uint64 // commits returned before this page
+	pending     []graveler.CommitID
 }
 
+// maxLogPending bounds the frontier a Log page token carries (32 bytes a
+// commit): 2 KiB of token.
+const maxLogPending = 64
+
+// Cursor layouts. Skip form: uvarint skip | uvarint len(start) | start |
+// last. Frontier form: 0 | uvarint skip | uvarint len(start) | start |
+// uvarint n | n raw commit ids. A skip-form cursor never starts with 0,
+// since a next page exists only after a page of at least one commit.
 func (c logCursor) encode() []byte {
+	if len(c.pending) > 0 {
+		b := binary.AppendUvarint([]byte{0}, c.skip)
+		b = binary.AppendUvarint(b, uint64(len(c.start)))
+		b = append(b, c.start...)
+		b = binary.AppendUvarint(b, uint64(len(c.pending)))
+		for _, id := range c.pending {
+			b, _ = hex.AppendDecode(b, []byte(id))
+		}
+		return b
+	}
 	b := binary.AppendUvarint(nil, c.skip)
 	b = binary.AppendUvarint(b, uint64(len(c.start)))
 	b = append(b, c.start...)
@@ -394,6 +421,10 @@ func (c logCursor) encode() []byte {
 
 func decodeLogCursor(b []byte) (logCursor, error) {
 	bad := fmt.Errorf("%w: bad cursor", ErrInvalidPageToken)
+	frontier := len(b) > 0 && b[0] == 0
+	if frontier {
+		b = b[1:]
+	}
 	skip, n := binary.Uvarint(b)
 	if n <= 0 {
 		return logCursor{}, bad
@@ -404,7 +435,21 @@ func decodeLogCursor(b []byte) (logCursor, error) {
 		return logCursor{}, bad
 	}
 	b = b[n:]
-	return logCursor{skip: skip, start: graveler.CommitID(b[:l]), last: graveler.CommitID(b[l:])}, nil
+	c := logCursor{skip: skip, start: graveler.CommitID(b[:l])}
+	b = b[l:]
+	if !frontier {
+		c.last = graveler.CommitID(b)
+		return c, nil
+	}
+	const idLen = graveler.CommitIDLen / 2
+	k, n := binary.Uvarint(b)
+	if n <= 0 || k == 0 || k > maxLogPending || uint64(len(b)-n) != k*idLen {
+		return logCursor{}, bad
+	}
+	for b = b[n:]; len(b) > 0; b = b[idLen:] {
+		c.pending = append(c.pending, graveler.CommitID(hex.EncodeToString(b[:idLen])))
+	}
+	return c, nil
 }
 
 func (s *Server) Log(ctx context.Context, req *pb.LogRequest) (*pb.LogResponse, error) {
@@ -423,7 +468,8 @@ func (s *Server) Log(ctx context.Context, req *pb.LogRequest) (*pb.LogResponse, 
 	if err != nil {
 		return nil, res(err)
 	}
-	opts := graveler.LogOptions{FirstParent: req.GetFirstParent(), Since: timeOf(req.GetSince())}
+	pos := &graveler.LogPosition{}
+	opts := graveler.LogOptions{FirstParent: req.GetFirstParent(), Since: timeOf(req.GetSince()), Position: pos}
 	var cur logCursor
 	if raw == nil {
 		head, err := s.svc.GetCommit(ctx, repo, ref)
@@ -435,12 +481,16 @@ func (s *Server) Log(ctx context.Context, req *pb.LogRequest) (*pb.LogResponse, 
 		return nil, res(err)
 	}
 	from, skip := cur.start, cur.skip
-	if raw != nil && opts.FirstParent {
+	switch {
+	case len(cur.pending) > 0:
+		opts.Resume, skip = cur.pending, 0
+	case raw != nil && opts.FirstParent:
 		from, skip = cur.last, 1
 	}
 	seq := s.svc.Log(ctx, repo, graveler.Ref(from), opts)
 	resp := &pb.LogResponse{}
 	var seen uint64
+	var pending []graveler.CommitID
 	more := false
 	for c, err := range seq {
 		if err != nil {
@@ -459,9 +509,18 @@ func (s *Server) Log(ctx context.Context, req *pb.LogRequest) (*pb.LogResponse, 
 		}
 		resp.Commits = append(resp.Commits, commitPB(repo, c))
 		cur.last = c.CommitID
+		if len(resp.Commits) == n && pos.Pending != nil {
+			pending = pos.Pending()
+		}
 	}
 	if more {
 		cur.skip += uint64(len(resp.Commits))
+		cur.pending = nil
+		if len(pending) <= maxLogPending && !slices.ContainsFunc(pending, func(id graveler.CommitID) bool {
+			return graveler.ValidateCommitID(id) != nil
+		}) {
+			cur.pending = pending
+		}
 		resp.NextPageToken = s.pager.encode("Log", req, cur.encode())
 	}
 	return resp, nil
@@ -575,6 +634,17 @@ func (s *Server) DeleteEntry(ctx context.Context, req *pb.DeleteEntryRequest) (*
 	return &pb.DeleteEntryResponse{}, nil
 }
 
+func (s *Server) DeletePrefix(ctx context.Context, req *pb.DeletePrefixRequest) (*pb.DeletePrefixResponse, error) {
+	repo, branch, err := parseBranch(req.GetBranch())
+	if err == nil {
+		err = s.svc.DeletePrefix(ctx, repo, branch, req.GetPrefix())
+	}
+	if err != nil {
+		return nil, withResource(err, "repository", RepositoryName(repo), "branch", req.GetBranch(), "prefix", string(req.GetPrefix()))
+	}
+	return &pb.DeletePrefixResponse{}, nil
+}
+
 func (s *Server) ListEntries(ctx context.Context, req *pb.ListEntriesRequest) (*pb.ListEntriesResponse, error) {
 	repo, err := parseRepository(req.GetRepository())
 	if err != nil {
@@ -587,26 +657,53 @@ func (s *Server) ListEntries(ctx context.Context, req *pb.ListEntriesRequest) (*
 	res := func(err error) error {
 		return withResource(err, "repository", req.GetRepository(), "ref", string(ref))
 	}
-	n, after, err := s.pageArgs("ListEntries", req, req.GetPageSize(), req.GetPageToken())
+	n, after, resume, err := s.entriesPageArgs(req)
 	if err != nil {
 		return nil, res(err)
 	}
-	rows, more, err := s.svc.ListEntries(ctx, repo, ref, graveler.ListEntriesOptions{
-		Prefix: req.GetPrefix(), After: after, Delimiter: req.GetDelimiter(), Limit: n,
+	page, err := s.svc.ListEntriesPage(ctx, repo, ref, graveler.ListEntriesOptions{
+		Prefix: req.GetPrefix(), After: after, Resume: resume, Delimiter: req.GetDelimiter(), Limit: n,
 	})
 	if err != nil {
 		return nil, res(err)
 	}
 	resp := &pb.ListEntriesResponse{}
-	for _, r := range rows {
+	for _, r := range page.Rows {
 		resp.Entries = append(resp.Entries, listingPB(r))
 	}
-	if more && len(rows) > 0 {
-		resp.NextPageToken = s.pager.encode("ListEntries", req, rows[len(rows)-1].Key)
+	switch {
+	case !page.More:
+	case page.ResumeAfter != nil:
+		resp.NextPageToken = s.pager.encode(listEntriesResume, req, page.ResumeAfter)
+	case len(page.Rows) > 0:
+		resp.NextPageToken = s.pager.encode("ListEntries", req, page.Rows[len(page.Rows)-1].Key)
 	}
 	return resp, nil
 }
 
+// listEntriesResume is the method name a ListEntries page token carries
+// when a short page ends at a key it examined but did not return: the next
+// page lists strictly after that key, also inside a common prefix, where
+// an ordinary token skips the whole common prefix it ends on.
+const listEntriesResume = "ListEntries/resume"
+
+// entriesPageArgs is pageArgs for ListEntries, telling its two kinds of
+// token apart (both are authenticated by the pager).
+func (s *Server) entriesPageArgs(req *pb.ListEntriesRequest) (int, []byte, bool, error) {
+	n, after, err := s.pageArgs("ListEntries", req, req.GetPageSize(), req.GetPageToken())
+	if err == nil {
+		return n, after, false, nil
+	}
+	if _, rerr := s.pager.decode(listEntriesResume, req, req.GetPageToken()); rerr != nil {
+		return 0, nil, false, err
+	}
+	n, after, err = s.pageArgs(listEntriesResume, req, req.GetPageSize(), req.GetPageToken())
+	return n, after, err == nil, err
+}
+
+// StreamEntries sends the listing in bounded pages (ListEntriesPage), so
+// memory stays bounded by one page however many tombstones it passes;
+// pages with no rows send nothing.
 func (s *Server) StreamEntries(req *pb.StreamEntriesRequest, stream grpc.ServerStreamingServer[pb.StreamEntriesResponse]) error {
 	ctx := stream.Context()
 	repo, err := parseRepository(req.GetRepository())
@@ -617,25 +714,29 @@ func (s *Server) StreamEntries(req *pb.StreamEntriesRequest, stream grpc.ServerS
 	if err != nil {
 		return withResource(err, "repository", req.GetRepository())
 	}
-	var after graveler.Key
+	opts := graveler.ListEntriesOptions{Prefix: req.GetPrefix(), Delimiter: req.GetDelimiter(), Limit: streamEntriesBatch}
 	for {
-		rows, more, err := s.svc.ListEntries(ctx, repo, ref, graveler.ListEntriesOptions{
-			Prefix: req.GetPrefix(), After: after, Delimiter: req.GetDelimiter(), Limit: streamEntriesBatch,
-		})
+		page, err := s.svc.ListEntriesPage(ctx, repo, ref, opts)
 		if err != nil {
 			return withResource(err, "repository", req.GetRepository(), "ref", string(ref))
 		}
-		if len(rows) > 0 {
+		if len(page.Rows) > 0 {
 			msg := &pb.StreamEntriesResponse{}
-			for _, r := range rows {
+			for _, r := range page.Rows {
 				msg.Entries = append(msg.Entries, listingPB(r))
 			}
 			if err := stream.Send(msg); err != nil {
 				return err
 			}
-			after = rows[len(rows)-1].Key
 		}
-		if !more || len(rows) == 0 {
+		switch {
+		case !page.More:
+			return nil
+		case page.ResumeAfter != nil:
+			opts.After, opts.Resume = page.ResumeAfter, true
+		case len(page.Rows) > 0:
+			opts.After, opts.Resume = page.Rows[len(page.Rows)-1].Key, false
+		default:
 			return nil
 		}
 	}

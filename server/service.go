@@ -37,6 +37,8 @@ type Service interface {
 	SetBatch(ctx context.Context, repo graveler.RepositoryID, branch graveler.BranchID, records []*graveler.ValueRecord) error
 	Delete(ctx context.Context, repo graveler.RepositoryID, branch graveler.BranchID, key graveler.Key) error
 	ListEntries(ctx context.Context, repo graveler.RepositoryID, ref graveler.Ref, opts graveler.ListEntriesOptions) ([]*graveler.EntryListing, bool, error)
+	ListEntriesPage(ctx context.Context, repo graveler.RepositoryID, ref graveler.Ref, opts graveler.ListEntriesOptions) (*graveler.EntriesPage, error)
+	DeletePrefix(ctx context.Context, repo graveler.RepositoryID, branch graveler.BranchID, prefix graveler.Key) error
 
 	Commit(ctx context.Context, repo graveler.RepositoryID, branch graveler.BranchID, params graveler.CommitParams) (graveler.CommitID, error)
 	Reset(ctx context.Context, repo graveler.RepositoryID, branch graveler.BranchID, typ graveler.ResetType, key graveler.Key) error

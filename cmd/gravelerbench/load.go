@@ -5,6 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
+	"os"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -84,4 +87,121 @@ func over(ctx context.Context) bool {
 	}
 	dl, ok := ctx.Deadline()
 	return ok && !time.Now().Before(dl)
+}
+
+// side is one half of a comparison: a workload that run drives for one
+// phase of d (phase counts from 0; -1 is the warm-up), and the operation
+// of its samples that is compared.
+type side struct {
+	title string
+	op    string
+	run   func(ctx context.Context, phase int, d time.Duration) ([]*recorder, time.Duration)
+}
+
+// compare is how every "graveler/etcd" RATIO line is measured: graveler
+// (g) and raw etcd (raw) run in turns on the same machine, never together.
+// After an unmeasured warm-up of each, --duration per side is split into
+// --pairs pairs of phases, and the order alternates from pair to pair
+// (g raw, raw g, g raw, ...), so that load which rises or falls during
+// the run weighs on both sides alike. Each pair gives a ratio, and the
+// RATIO line quotes their median, with every pair's ratio and the 1-minute
+// load average at the start and the end of the cell: a wide spread of
+// pairs, or a load that moved, says the machine was not quiet. Either side
+// may be nil (baseline-only, or no --etcd): its phases are skipped.
+func (b *bench) compare(ctx context.Context, what string, clients int, g, raw *side) {
+	pairs := max(b.pairs, 1)
+	phase := b.duration / time.Duration(pairs)
+	warm := min(b.warmup, phase)
+	loadStart := loadAvg()
+	sides := []*side{g, raw}
+	if warm > 0 {
+		for _, s := range sides {
+			if s != nil {
+				s.run(ctx, -1, warm)
+			}
+		}
+	}
+	var recs [2][]*recorder
+	var elapsed [2]time.Duration
+	var thr, p50, p99 []float64
+	for i := range pairs {
+		var got [2][]OpStats
+		for k := range 2 {
+			j := k
+			if i%2 == 1 {
+				j = 1 - k
+			}
+			if sides[j] == nil {
+				continue
+			}
+			r, el := sides[j].run(ctx, i, phase)
+			recs[j] = append(recs[j], r...)
+			elapsed[j] += el
+			got[j] = summarize(el, r...)
+		}
+		if g == nil || raw == nil {
+			continue
+		}
+		gs, ok1 := find(got[0], g.op)
+		rs, ok2 := find(got[1], raw.op)
+		if !ok1 || !ok2 || rs.Throughput() == 0 || rs.P50 == 0 || rs.P99 == 0 {
+			continue
+		}
+		thr = append(thr, gs.Throughput()/rs.Throughput())
+		p50 = append(p50, float64(gs.P50)/float64(rs.P50))
+		p99 = append(p99, float64(gs.P99)/float64(rs.P99))
+	}
+	var all [2][]OpStats
+	for j, s := range sides {
+		if s != nil {
+			all[j] = summarize(elapsed[j], recs[j]...)
+			printStats(b.out, fmt.Sprintf("%s, %s in %d phases", s.title, elapsed[j].Round(time.Millisecond), pairs), all[j])
+		}
+	}
+	if len(thr) == 0 {
+		return
+	}
+	gs, _ := find(all[0], g.op)
+	rs, _ := find(all[1], raw.op)
+	printMu.Lock()
+	defer printMu.Unlock()
+	fmt.Fprintf(b.out, "RATIO %s clients=%d graveler/etcd throughput=%.3f (%.0f vs %.0f ops/s) p50=%.2fx p99=%.2fx median of %d pairs %s; load1 %s -> %s; etcd connections gravelerd=%d raw=%d\n",
+		what, clients, median(thr), gs.Throughput(), rs.Throughput(), median(p50), median(p99),
+		len(thr), fmtPairs(thr), loadStart, loadAvg(), gravelerdEtcdConns, b.etcdConns)
+}
+
+// median of xs (the mean of the middle two for an even count).
+func median(xs []float64) float64 {
+	xs = slices.Sorted(slices.Values(xs))
+	n := len(xs)
+	if n == 0 {
+		return 0
+	}
+	if n%2 == 1 {
+		return xs[n/2]
+	}
+	return (xs[n/2-1] + xs[n/2]) / 2
+}
+
+// fmtPairs lists ratios in the order measured.
+func fmtPairs(xs []float64) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = fmt.Sprintf("%.3f", x)
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}
+
+// loadAvg is the 1-minute load average (/proc/loadavg), or "n/a" where
+// the system does not publish it.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "n/a"
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return "n/a"
+	}
+	return f[0]
 }

@@ -2,13 +2,16 @@
 // load and prints throughput and latency percentiles (p50/p90/p99/max) per
 // operation. In the same run it applies the same write (or read) load as
 // plain etcd puts (or gets) against the same etcd and prints the ratio, so
-// figures are comparable across machines.
+// figures are comparable across machines. The two sides run in turns, in
+// --pairs pairs of alternating phases, and the ratio quoted is the median
+// of the pairs, with the load average at the start and end (compare, in
+// load.go); the raw side uses as many etcd connections as gravelerd.
 //
 //	gravelerbench --embedded --scenario staged-writes --writers 1,16,64 --duration 10s
 //	gravelerbench --server 127.0.0.1:7070 --etcd http://127.0.0.1:2379 --scenario reads
 //
 // Scenarios: staged-writes, reads, long-commit, small-commits-one-branch,
-// small-commits-many-branches, commit-sizes. --embedded starts an embedded
+// small-commits-many-branches, commit-sizes, commit-scaling. --embedded starts an embedded
 // etcd and an in-process gravelerd on loopback, so one command measures
 // everything with no setup. Lines starting with RATIO and COMMIT are the
 // figures to quote.
@@ -39,6 +42,7 @@ type config struct {
 	baselineOnly bool
 	writers      []int
 	readers      int
+	readerList   []int // --readers as given; reads runs once per count
 	committers   int
 	keySize      int
 	valueSize    int
@@ -48,10 +52,14 @@ type config struct {
 	stage        int
 	sizes        []int
 	conns        int
+	etcdConns    int
+	pairs        int
+	warmup       time.Duration
 	cpuProfile   string
+	scaling      scalingFlags
 }
 
-var scenarios = []string{"staged-writes", "reads", "long-commit", "small-commits-one-branch", "small-commits-many-branches", "commit-sizes"}
+var scenarios = []string{"staged-writes", "reads", "long-commit", "small-commits-one-branch", "small-commits-many-branches", "commit-sizes", "commit-scaling", "tombstones"}
 
 func intList(s string) ([]int, error) {
 	var out []int
@@ -69,7 +77,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs := flag.NewFlagSet("gravelerbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	c := &config{}
-	var writers, sizes string
+	var writers, sizes, readers string
 	fs.StringVar(&c.server, "server", "", "gravelerd gRPC address (host:port)")
 	fs.StringVar(&c.etcd, "etcd", "", "comma-separated etcd endpoints for the raw-etcd baseline (the cluster gravelerd uses)")
 	fs.BoolVar(&c.embedded, "embedded", false, "start an embedded etcd and an in-process gravelerd on loopback")
@@ -77,28 +85,38 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.Float64Var(&c.commitRate, "embedded-commit-read-rate", 0, "the in-process gravelerd's --commit-read-rate (entries/s; 0: unpaced)")
 	fs.BoolVar(&c.baselineOnly, "baseline-only", false, "measure raw etcd only")
 	fs.StringVar(&writers, "writers", "16", "concurrent writers; a comma-separated list runs the scenario once per count")
-	fs.IntVar(&c.readers, "readers", 16, "concurrent readers")
+	fs.StringVar(&readers, "readers", "16", "concurrent readers; a comma-separated list runs the reads scenario once per count (other scenarios take the first)")
 	fs.IntVar(&c.committers, "committers", 4, "concurrent committers (small-commits scenarios)")
 	fs.IntVar(&c.keySize, "key-size", 32, "key size in bytes")
 	fs.IntVar(&c.valueSize, "value-size", 128, "value data size in bytes (plus a 16-byte identity)")
-	fs.DurationVar(&c.duration, "duration", 10*time.Second, "measurement time per phase")
+	fs.DurationVar(&c.duration, "duration", 10*time.Second, "measurement time per side of a comparison (split into --pairs phases), or per phase elsewhere")
+	fs.IntVar(&c.pairs, "pairs", 4, "graveler/raw-etcd comparisons: pairs of alternating phases; RATIO quotes the median")
+	fs.DurationVar(&c.warmup, "warmup", time.Second, "graveler/raw-etcd comparisons: unmeasured warm-up of each side (at most one phase)")
 	fs.StringVar(&c.scenario, "scenario", "staged-writes", strings.Join(scenarios, " | "))
 	fs.IntVar(&c.preload, "preload", 10000, "entries loaded before the reads scenario")
 	fs.IntVar(&c.stage, "stage", 200000, "entries staged before the long commit")
 	fs.StringVar(&sizes, "sizes", "1000,10000,100000", "staged entries per commit (commit-sizes)")
-	fs.IntVar(&c.conns, "conns", 4, "gRPC / etcd client connections per side")
+	c.scaling.register(fs)
+	fs.IntVar(&c.conns, "conns", 4, "gRPC connections to gravelerd")
+	fs.IntVar(&c.etcdConns, "etcd-conns", gravelerdEtcdConns, "etcd clients of the raw-etcd baseline (default: as many as a gravelerd holds)")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured run (with --embedded: etcd and gravelerd included) to this file")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	var errs []error
 	var err error
+	if c.readerList, err = intList(readers); err != nil {
+		errs = append(errs, fmt.Errorf("--readers: %w", err))
+	} else {
+		c.readers = c.readerList[0]
+	}
 	if c.writers, err = intList(writers); err != nil {
 		errs = append(errs, fmt.Errorf("--writers: %w", err))
 	}
 	if c.sizes, err = intList(sizes); err != nil {
 		errs = append(errs, fmt.Errorf("--sizes: %w", err))
 	}
+	errs = append(errs, c.scaling.check())
 	if !strings.Contains(" "+strings.Join(scenarios, " ")+" ", " "+c.scenario+" ") {
 		errs = append(errs, fmt.Errorf("--scenario %q: want one of %s", c.scenario, strings.Join(scenarios, ", ")))
 	}
@@ -108,7 +126,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	if !c.embedded && c.baselineOnly && c.etcd == "" {
 		errs = append(errs, errors.New("--baseline-only needs --etcd or --embedded"))
 	}
-	if c.readers <= 0 || c.committers <= 0 || c.keySize <= 0 || c.valueSize < 0 || c.duration <= 0 || c.preload <= 0 || c.stage <= 0 || c.conns <= 0 {
+	if c.readers <= 0 || c.committers <= 0 || c.keySize <= 0 || c.valueSize < 0 || c.duration <= 0 || c.preload <= 0 || c.stage <= 0 || c.conns <= 0 || c.etcdConns <= 0 || c.pairs <= 0 || c.warmup < 0 {
 		errs = append(errs, errors.New("counts, sizes and --duration must be positive"))
 	}
 	return c, errors.Join(errs...)
@@ -135,9 +153,11 @@ func run(ctx context.Context, c *config, out io.Writer) error {
 	}
 	b := &bench{
 		out: out, w: workload{KeySize: c.keySize, ValueSize: c.valueSize},
-		writers: c.writers, readers: c.readers, committers: c.committers, duration: c.duration,
+		writers: c.writers, readers: c.readers, readerList: c.readerList, committers: c.committers, duration: c.duration,
 		preload: c.preload, stage: c.stage, sizes: c.sizes,
-		runID: strconv.FormatInt(time.Now().Unix()%100000000, 36),
+		runID:    strconv.FormatInt(time.Now().Unix()%100000000, 36),
+		embedded: c.embedded, endpoints: endpoints,
+		pairs: c.pairs, warmup: c.warmup, etcdConns: c.etcdConns,
 	}
 	if !c.baselineOnly {
 		g, err := dialGraveler(ctx, addr, c.conns)
@@ -148,7 +168,7 @@ func run(ctx context.Context, c *config, out io.Writer) error {
 		b.g = g
 	}
 	if len(endpoints) > 0 {
-		r, err := dialEtcd(endpoints, c.conns)
+		r, err := dialEtcd(endpoints, c.etcdConns)
 		if err != nil {
 			return err
 		}
@@ -160,8 +180,10 @@ func run(ctx context.Context, c *config, out io.Writer) error {
 		}()
 		b.raw = r
 	}
-	fmt.Fprintf(out, "scenario=%s writers=%v readers=%d committers=%d key-size=%d value-size=%d duration=%s preload=%d stage=%d sizes=%v\n",
-		c.scenario, c.writers, c.readers, c.committers, c.keySize, c.valueSize, c.duration, c.preload, c.stage, c.sizes)
+	fmt.Fprintf(out, "scenario=%s writers=%v readers=%d committers=%d key-size=%d value-size=%d duration=%s pairs=%d preload=%d stage=%d sizes=%v\n",
+		c.scenario, c.writers, c.readers, c.committers, c.keySize, c.valueSize, c.duration, c.pairs, c.preload, c.stage, c.sizes)
+	fmt.Fprintf(out, "etcd connections: gravelerd %d (one etcd client), raw baseline %d; load1 at start %s\n", gravelerdEtcdConns, c.etcdConns, loadAvg())
+	defer func() { fmt.Fprintf(out, "load1 at end %s\n", loadAvg()) }()
 	if c.cpuProfile != "" {
 		f, err := os.Create(c.cpuProfile)
 		if err != nil {
@@ -184,8 +206,12 @@ func run(ctx context.Context, c *config, out io.Writer) error {
 		return b.smallCommits(ctx, false)
 	case "small-commits-many-branches":
 		return b.smallCommits(ctx, true)
+	case "commit-scaling":
+		return b.commitScaling(ctx, c.scaling)
 	case "commit-sizes":
 		return b.commitSizes(ctx)
+	case "tombstones":
+		return b.tombstones(ctx)
 	}
 	return fmt.Errorf("unknown scenario %q", c.scenario)
 }

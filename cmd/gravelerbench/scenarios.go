@@ -16,17 +16,27 @@ type bench struct {
 	w          workload
 	writers    []int
 	readers    int
+	readerList []int // reader counts of the reads scenario
 	committers int
 	duration   time.Duration
 	preload    int
 	stage      int
 	sizes      []int
 	runID      string
+	// pairs, warmup and etcdConns shape compare (load.go).
+	pairs     int
+	warmup    time.Duration
+	etcdConns int
+	// embedded: gravelerd and etcd (at endpoints) run in this process.
+	embedded  bool
+	endpoints []string
 }
 
 func (b *bench) repo(name string) string { return fmt.Sprintf("bench-%s-%s", b.runID, name) }
 
-// ratio prints graveler's put throughput over raw etcd's for one client count.
+// ratio prints graveler's throughput over raw etcd's from one phase of
+// each. Comparisons quoted as figures go through compare (load.go), which
+// alternates several phases of each side and quotes the median.
 func (b *bench) ratio(what string, clients int, g, raw []OpStats, gop, rop string) {
 	gs, ok1 := find(g, gop)
 	rs, ok2 := find(raw, rop)
@@ -48,36 +58,56 @@ func (b *bench) rawPuts(ctx context.Context, n int) []OpStats {
 	return summarize(el, recs...)
 }
 
+// rawPutSide is raw etcd puts by n clients, new keys in every phase.
+func (b *bench) rawPutSide(what string, n int) *side {
+	if b.raw == nil {
+		return nil
+	}
+	data := b.w.data()
+	return &side{title: fmt.Sprintf("%s: raw etcd, %d writers", what, n), op: "etcd.put",
+		run: func(ctx context.Context, phase int, d time.Duration) ([]*recorder, time.Duration) {
+			return runWorkers(ctx, n, d, func(ctx context.Context, rec *recorder, w, seq int) error {
+				k := b.w.key(fmt.Sprintf("p%d-", phase+1), w, seq)
+				v := append(identity(w, seq), data...)
+				return timed(ctx, rec, "etcd.put", func() error { return b.raw.put(ctx, w, k, v) })
+			})
+		}}
+}
+
 func (b *bench) stagedWrites(ctx context.Context) error {
 	for i, n := range b.writers {
-		var gs, rs []OpStats
+		var gs *side
 		if b.g != nil {
 			repo := b.repo(fmt.Sprintf("writes%d", i))
 			if err := b.g.createRepository(ctx, repo); err != nil {
 				return fmt.Errorf("create repository %s: %w", repo, err)
 			}
 			data := b.w.data()
-			recs, el := runWorkers(ctx, n, b.duration, func(ctx context.Context, rec *recorder, w, seq int) error {
-				k := b.w.key("p", w, seq)
-				return timed(ctx, rec, "graveler.put", func() error { return b.g.put(ctx, w, repo, "main", k, identity(w, seq), data) })
-			})
-			gs = summarize(el, recs...)
-			printStats(b.out, fmt.Sprintf("staged-writes: graveler, %d writers, %s", n, b.duration), gs)
+			gs = &side{title: fmt.Sprintf("staged-writes: graveler, %d writers", n), op: "graveler.put",
+				run: func(ctx context.Context, phase int, d time.Duration) ([]*recorder, time.Duration) {
+					return runWorkers(ctx, n, d, func(ctx context.Context, rec *recorder, w, seq int) error {
+						k := b.w.key(fmt.Sprintf("p%d-", phase+1), w, seq)
+						return timed(ctx, rec, "graveler.put", func() error { return b.g.put(ctx, w, repo, "main", k, identity(w, seq), data) })
+					})
+				}}
 		}
-		if b.raw != nil {
-			rs = b.rawPuts(ctx, n)
-			printStats(b.out, fmt.Sprintf("staged-writes: raw etcd, %d writers, %s", n, b.duration), rs)
-		}
-		b.ratio("staged-writes", n, gs, rs, "graveler.put", "etcd.put")
+		b.compare(ctx, "staged-writes", n, gs, b.rawPutSide("staged-writes", n))
 	}
 	return nil
 }
 
+// reads: readers Get random committed keys of one branch, against the same
+// number of raw etcd linearizable gets of the same keys and values, once
+// per --readers count. Concurrent Gets of a branch share etcd
+// transactions (graveler's grouped reads), so the ratio grows with the
+// readers.
 func (b *bench) reads(ctx context.Context) error {
-	n := b.readers
-	var gs, rs []OpStats
+	counts := b.readerList
+	if len(counts) == 0 {
+		counts = []int{b.readers}
+	}
+	repo := b.repo("reads")
 	if b.g != nil {
-		repo := b.repo("reads")
 		if err := b.g.createRepository(ctx, repo); err != nil {
 			return fmt.Errorf("create repository %s: %w", repo, err)
 		}
@@ -87,17 +117,11 @@ func (b *bench) reads(ctx context.Context) error {
 		if err := b.g.commit(ctx, 0, repo, "main"); err != nil {
 			return fmt.Errorf("commit preload: %w", err)
 		}
-		recs, el := runWorkers(ctx, n, b.duration, func(ctx context.Context, rec *recorder, w, seq int) error {
-			k := randomKey(b.w, w, b.preload)
-			return timed(ctx, rec, "graveler.get", func() error { return b.g.get(ctx, w, repo, "main", k) })
-		})
-		gs = summarize(el, recs...)
-		printStats(b.out, fmt.Sprintf("reads (committed, %d entries): graveler, %d readers, %s", b.preload, n, b.duration), gs)
 	}
 	if b.raw != nil {
 		data := b.w.data()
 		per := (b.preload + 15) / 16
-		recs, _ := runWorkers(ctx, 16, time.Hour, func(ctx context.Context, rec *recorder, w, seq int) error {
+		runWorkers(ctx, 16, time.Hour, func(ctx context.Context, rec *recorder, w, seq int) error {
 			i := w*per + seq
 			if seq >= per || i >= b.preload {
 				return io.EOF
@@ -105,15 +129,29 @@ func (b *bench) reads(ctx context.Context) error {
 			// The same value graveler stores: identity, then data.
 			return b.raw.put(ctx, w, b.w.key("s", 0, i), append(identity(-1, i), data...))
 		})
-		_ = recs
-		recs, el := runWorkers(ctx, n, b.duration, func(ctx context.Context, rec *recorder, w, seq int) error {
-			k := randomKey(b.w, w, b.preload)
-			return timed(ctx, rec, "etcd.get", func() error { return b.raw.get(ctx, w, k) })
-		})
-		rs = summarize(el, recs...)
-		printStats(b.out, fmt.Sprintf("reads: raw etcd, %d readers, %s", n, b.duration), rs)
 	}
-	b.ratio("reads", n, gs, rs, "graveler.get", "etcd.get")
+	for _, n := range counts {
+		var gs, rs *side
+		if b.g != nil {
+			gs = &side{title: fmt.Sprintf("reads (committed, %d entries): graveler, %d readers", b.preload, n), op: "graveler.get",
+				run: func(ctx context.Context, _ int, d time.Duration) ([]*recorder, time.Duration) {
+					return runWorkers(ctx, n, d, func(ctx context.Context, rec *recorder, w, seq int) error {
+						k := randomKey(b.w, w, b.preload)
+						return timed(ctx, rec, "graveler.get", func() error { return b.g.get(ctx, w, repo, "main", k) })
+					})
+				}}
+		}
+		if b.raw != nil {
+			rs = &side{title: fmt.Sprintf("reads: raw etcd, %d readers", n), op: "etcd.get",
+				run: func(ctx context.Context, _ int, d time.Duration) ([]*recorder, time.Duration) {
+					return runWorkers(ctx, n, d, func(ctx context.Context, rec *recorder, w, seq int) error {
+						k := randomKey(b.w, w, b.preload)
+						return timed(ctx, rec, "etcd.get", func() error { return b.raw.get(ctx, w, k) })
+					})
+				}}
+		}
+		b.compare(ctx, "reads", n, gs, rs)
+	}
 	return nil
 }
 
@@ -175,12 +213,12 @@ func (b *bench) longCommit(ctx context.Context) error {
 		x, ok1 := find(base, op)
 		y, ok2 := find(during, op)
 		if ok1 && ok2 {
-			fmt.Fprintf(b.out, "RATIO long-commit %s during/without: p50=%.2fx p99=%.2fx throughput=%.3f\n", op,
-				float64(y.P50)/float64(max(x.P50, 1)), float64(y.P99)/float64(max(x.P99, 1)), y.Throughput()/max(x.Throughput(), 1e-9))
+			fmt.Fprintf(b.out, "RATIO long-commit %s during/without: p50=%.2fx p99=%.2fx throughput=%.3f samples=%d/%d\n", op,
+				float64(y.P50)/float64(max(x.P50, 1)), float64(y.P99)/float64(max(x.P99, 1)), y.Throughput()/max(x.Throughput(), 1e-9), y.Count, x.Count)
 		}
 	}
 	fmt.Fprintf(b.out, "COMMIT entries=%d time=%s\n", b.stage, commitTime.Round(time.Millisecond))
-	return nil
+	return b.commitPacingCost(ctx, 2)
 }
 
 // smallCommits: committers each put one entry and commit, in a loop, on

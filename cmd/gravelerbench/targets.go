@@ -18,6 +18,13 @@ import (
 	"graveler/server/daemon"
 )
 
+// gravelerdEtcdConns is the etcd clients one gravelerd holds: its one
+// etcdkv store (the change feed shares it), one gRPC connection per etcd
+// endpoint. The raw baseline takes as many by default (--etcd-conns), so
+// neither side gains from more connections, each with its own HTTP/2
+// stream limit and flow-control window.
+const gravelerdEtcdConns = 1
+
 // rawEtcd is the baseline: the same keys and values as plain etcd puts and
 // gets, through the official client, against the same cluster.
 type rawEtcd struct {

@@ -41,7 +41,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (daemon.
 	var endpoints string
 	var dialTimeout, shutdown time.Duration
 	var cacheSize int64
-	var version bool
+	var version, pacing bool
 	fs.BoolVar(&version, "version", false, "print the version and exit")
 	fs.StringVar(&c.ListenAddr, "listen", daemon.DefaultListenAddr, "gRPC listen address")
 	fs.StringVar(&c.DataDir, "data-dir", daemon.DefaultDataDir, "data directory (embedded etcd, file blob store, range cache)")
@@ -75,7 +75,10 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (daemon.
 	fs.DurationVar(&c.BranchCacheTTL, "branch-cache-ttl", graveler.DefaultBranchCacheTTL, "how stale a writer's first branch read may be (negative: no cache)")
 	fs.DurationVar(&c.ReadWindow, "read-window", 0, "amortized branch/repository reads: 0 shares in-flight reads with no added wait, >0 waits that long to batch, <0 off")
 	fs.IntVar(&c.MaxSealedTokens, "max-sealed-tokens", graveler.DefaultMaxSealedTokens, "bound on a branch's sealed staging tokens before a commit absorbs them")
-	fs.Float64Var(&c.CommitReadRate, "commit-read-rate", 0, "pace a commit's read of its staged entries to this many entries/s, for the latency of the branch's writers (0: unpaced)")
+	fs.Float64Var(&c.CommitReadRate, "commit-read-rate", 0, "most entries/s a commit reads its staged entries at; with --commit-pacing=false a fixed rate (0: no bound)")
+	fs.BoolVar(&pacing, "commit-pacing", true, "pace a commit's read of its staged entries by the latency of the staged writes this server sees, so that a long commit spares the writers (false: only --commit-read-rate)")
+	fs.Float64Var(&c.CommitPacing.Floor, "commit-pace-floor", graveler.DefaultCommitPaceFloor, "least entries/s the commit pacing slows a commit to")
+	fs.Float64Var(&c.CommitPacing.LatencyFactor, "commit-pace-latency-factor", graveler.DefaultCommitPaceLatencyFactor, "how many times their latency without a commit the staged writes' p90 may reach before the commit pacing slows the commit")
 	fs.IntVar(&c.FencedBatchSize, "fenced-batch-size", staging.DefaultFencedBatchSize, "most staged writes of one staging token sharing one etcd transaction (1: none shared; keep below etcd's --max-txn-ops less 2)")
 	fs.BoolVar(&c.SeparateFenceRead, "separate-fence-read", false, "read the writer's and reader's fence as a separate branch read instead of in the write's or read's etcd transaction (slower; for comparison)")
 	// Variables become the defaults, so explicit flags win; GRAVELER_VERSION
@@ -93,6 +96,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (daemon.
 	c.Etcd.DialTimeout = dialTimeout
 	c.RangeCacheSize = cacheSize
 	c.ShutdownTimeout = shutdown
+	c.CommitPacing.Off = !pacing
 	return c, c.Validate()
 }
 

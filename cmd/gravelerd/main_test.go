@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"graveler/etcdkv"
+	"graveler/graveler"
 	"graveler/server/daemon"
 )
 
@@ -110,5 +111,28 @@ func TestParseEtcdRequestBounds(t *testing.T) {
 	}
 	if _, err := parse([]string{"-etcd-keepalive-timeout", "-1s"}, func(string) string { return "" }, io.Discard); !errors.Is(err, daemon.ErrInvalidConfig) {
 		t.Fatalf("negative keepalive timeout: %v", err)
+	}
+}
+
+func TestParseCommitPacing(t *testing.T) {
+	none := func(string) string { return "" }
+	c, err := parse(nil, none, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.CommitPacing.Off || c.CommitPacing.Floor != graveler.DefaultCommitPaceFloor || c.CommitPacing.LatencyFactor != graveler.DefaultCommitPaceLatencyFactor || c.CommitReadRate != 0 {
+		t.Fatalf("default commit pacing: %+v, ceiling %v; want adaptive with no ceiling", c.CommitPacing, c.CommitReadRate)
+	}
+	c, err = parse([]string{"-commit-pacing=false", "-commit-pace-floor", "200", "-commit-pace-latency-factor", "3"}, none, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (graveler.CommitPacing{Off: true, Floor: 200, LatencyFactor: 3}); c.CommitPacing != want {
+		t.Fatalf("commit pacing flags: %+v, want %+v", c.CommitPacing, want)
+	}
+	for _, bad := range [][]string{{"-commit-pace-floor", "-5"}, {"-commit-pace-latency-factor", "1"}, {"-commit-pace-latency-factor", "NaN"}} {
+		if _, err := parse(bad, none, io.Discard); !errors.Is(err, daemon.ErrInvalidConfig) || !strings.Contains(err.Error(), "commit pace") {
+			t.Errorf("%v: %v", bad, err)
+		}
 	}
 }

@@ -31,29 +31,89 @@ func boundaryHash(key []byte) uint64 {
 	return h
 }
 
-// cutAfter is the boundary rule: given a range of size bytes whose last
-// key is key, does the range end here?
-func (c *Config) cutAfter(key []byte, size int) bool {
-	return size >= c.MaxRangeSize || (size >= c.MinRangeSize && boundaryHash(key)&c.BoundaryMask == 0)
+// levelHash is the boundary hash of inner nodes at level (>= 1): the key's
+// hash mixed with the level, so that cuts at one level are independent of
+// those below (whose last keys all passed the lower level's test).
+func levelHash(key []byte, level int) uint64 {
+	h := boundaryHash(key) + uint64(level)*0x9e3779b97f4a7c15
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	h *= 0xc4ceb9fe1a85ec53
+	h ^= h >> 33
+	return h
 }
 
-// writer turns a sorted stream of records (and of whole ranges passed
-// through) into ranges and a metarange.
+// cutAfter is the boundary rule: does a node of level (0: a range) of size
+// bytes whose last key is key end here?
+func (c *Config) cutAfter(level int, key []byte, size int) bool {
+	if level == 0 {
+		return size >= c.MaxRangeSize || (size >= c.MinRangeSize && boundaryHash(key)&c.BoundaryMask == 0)
+	}
+	return size >= c.MaxNodeSize || (size >= c.MinNodeSize && levelHash(key, level)&c.NodeMask == 0)
+}
+
+// writer turns a sorted stream of records (and of whole subtrees passed
+// through) into a tree: ranges, then inner nodes level by level as each
+// lower node is cut. Objects are written by up to Config.WriteParallelism
+// goroutines; the root only once they all are.
 type writer struct {
 	ctx    context.Context
+	cancel context.CancelFunc
 	m      *Manager
 	ns     graveler.StorageNamespace
-	cur    *rangeBuilder
-	ranges []RangeDescriptor
+	leaf   *rangeBuilder
 	last   graveler.Key
+	// levels[l-1] is the node being filled at level l.
+	levels []*pendingNode
+	// refs are the objects the new nodes reference: written here (at is
+	// the time before the write) or passed through (at is zero).
+	refs []objectRef
+	sem  chan struct{}
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	err  error
+	done bool
+}
+
+type pendingNode struct {
+	children []RangeDescriptor
+	size     int
+	// flushed counts the nodes of this level handed to the level above so
+	// far (cut here or passed through).
+	flushed int
+}
+
+type objectRef struct {
+	name string
+	at   time.Time
 }
 
 func (m *Manager) newWriter(ctx context.Context, ns graveler.StorageNamespace) *writer {
-	return &writer{ctx: ctx, m: m, ns: ns, cur: newRangeBuilder(m.cfg.BlockSize, nil)}
+	ctx, cancel := context.WithCancel(ctx)
+	return &writer{ctx: ctx, cancel: cancel, m: m, ns: ns, leaf: newRangeBuilder(m.cfg.BlockSize, nil), sem: make(chan struct{}, m.cfg.WriteParallelism)}
 }
 
-// atBoundary reports whether the next record would start a new range.
-func (w *writer) atBoundary() bool { return w.cur.empty() }
+func (w *writer) level(l int) *pendingNode {
+	for len(w.levels) < l {
+		w.levels = append(w.levels, &pendingNode{})
+	}
+	return w.levels[l-1]
+}
+
+// atBoundary reports whether a subtree at level (0: a range) may be
+// appended whole: nothing is pending at its level or below.
+func (w *writer) atBoundary(level int) bool {
+	if !w.leaf.empty() {
+		return false
+	}
+	for l := 1; l <= level && l <= len(w.levels); l++ {
+		if len(w.levels[l-1].children) > 0 {
+			return false
+		}
+	}
+	return true
+}
 
 func (w *writer) add(key, identity, data []byte) error {
 	if len(key) == 0 {
@@ -62,26 +122,30 @@ func (w *writer) add(key, identity, data []byte) error {
 	if w.last != nil && bytes.Compare(w.last, key) >= 0 {
 		return fmt.Errorf("committed: key %q not after %q: %w", key, w.last, graveler.ErrInvalidArgument)
 	}
-	w.cur.add(key, identity, data)
+	w.leaf.add(key, identity, data)
 	w.last = append(w.last[:0], key...)
-	if w.m.cfg.cutAfter(key, w.cur.size) {
-		return w.flush()
+	if w.m.cfg.cutAfter(0, key, w.leaf.size) {
+		return w.flushLeaf()
 	}
 	return nil
 }
 
-// passThrough appends a stored range as is. Only at a boundary, so the
-// result is what writing its records would have produced.
-func (w *writer) passThrough(r RangeDescriptor) {
-	w.ranges = append(w.ranges, r)
-	w.last = append(w.last[:0], r.MaxKey...)
+// passThrough appends a stored subtree at level as is. Only at a boundary
+// (atBoundary), so the result is what writing its records would produce.
+func (w *writer) passThrough(d RangeDescriptor, level int) error {
+	w.refs = append(w.refs, objectRef{name: childBlobName(level, d.ID)})
+	w.last = append(w.last[:0], d.MaxKey...)
+	if level > 0 {
+		w.level(level).flushed++
+	}
+	return w.addChild(level+1, d)
 }
 
-func (w *writer) flush() error {
-	if w.cur.empty() {
+func (w *writer) flushLeaf() error {
+	if w.leaf.empty() {
 		return nil
 	}
-	b := w.cur
+	b := w.leaf
 	desc := RangeDescriptor{
 		MinKey:        b.first,
 		MaxKey:        append(graveler.Key(nil), b.lastKey...),
@@ -89,64 +153,174 @@ func (w *writer) flush() error {
 		EstimatedSize: b.size,
 	}
 	data := b.finish()
-	w.cur = newRangeBuilder(w.m.cfg.BlockSize, b.scratch())
+	w.leaf = newRangeBuilder(w.m.cfg.BlockSize, b.scratch())
 	desc.ID = graveler.RangeID(contentID(data))
-	name := rangeBlobName(desc.ID)
-	// The time before the write: the object's is no older.
-	at := w.m.cfg.Now()
-	if err := w.m.blobs.Put(w.ctx, w.ns, name, data); err != nil {
-		return fmt.Errorf("committed: write range %s: %w", desc.ID, err)
+	if err := w.put(rangeBlobName(desc.ID), data); err != nil {
+		return err
 	}
-	w.m.fresh.set(rangeCacheKey(w.ns, name), at, 1)
-	w.ranges = append(w.ranges, desc)
+	return w.addChild(1, desc)
+}
+
+func (w *writer) addChild(level int, d RangeDescriptor) error {
+	p := w.level(level)
+	p.children = append(p.children, d)
+	p.size += nodeEntryLen(&d)
+	if w.m.cfg.cutAfter(level, d.MaxKey, p.size) {
+		return w.flushNode(level)
+	}
 	return nil
 }
 
-// finish writes the metarange; no ranges give the empty tree "".
-func (w *writer) finish() (graveler.MetaRangeID, error) {
-	if err := w.flush(); err != nil {
-		return "", err
-	}
-	if len(w.ranges) == 0 {
-		return "", nil
-	}
-	if err := w.m.refresh(w.ctx, w.ns, w.ranges); err != nil {
-		return "", err
-	}
-	data := encodeMetaRange(w.ranges, w.m.cfg.BlockSize)
+// flushNode cuts the node being filled at level and hands it to its parent.
+func (w *writer) flushNode(level int) error {
+	p := w.level(level)
+	data, size := encodeNode(level, p.children, w.m.cfg.BlockSize)
 	id := graveler.MetaRangeID(contentID(data))
-	if err := w.m.blobs.Put(w.ctx, w.ns, metaRangeBlobName(id), data); err != nil {
-		return "", fmt.Errorf("committed: write metarange %s: %w", id, err)
+	desc := RangeDescriptor{
+		MinKey:        p.children[0].MinKey,
+		MaxKey:        p.children[len(p.children)-1].MaxKey,
+		ID:            graveler.RangeID(id),
+		EstimatedSize: size,
 	}
-	w.m.metaRanges.add(rangeCacheKey(w.ns, string(id)), &metaRange{ranges: w.ranges}, 1)
-	return id, nil
+	n := &treeNode{level: level, children: p.children, size: size, stored: len(data)}
+	desc.Count = n.count()
+	p.children, p.size = nil, 0
+	p.flushed++
+	if err := w.put(metaRangeBlobName(id), data); err != nil {
+		return err
+	}
+	w.m.nodes.add(rangeCacheKey(w.ns, string(id)), n, n.stored)
+	return w.addChild(level+1, desc)
 }
 
-// refresh makes sure every range a new metarange references is stored and
+// put starts writing an object; it fails with the first write error seen.
+func (w *writer) put(name string, data []byte) error {
+	if err := w.failed(); err != nil {
+		return err
+	}
+	select {
+	case w.sem <- struct{}{}:
+	case <-w.ctx.Done():
+		if err := w.failed(); err != nil {
+			return err
+		}
+		return w.ctx.Err()
+	}
+	// The time before the write: the object's is no older.
+	at := w.m.cfg.Now()
+	w.refs = append(w.refs, objectRef{name: name, at: at})
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		defer func() { <-w.sem }()
+		if err := w.m.blobs.Put(w.ctx, w.ns, name, data); err != nil {
+			w.mu.Lock()
+			if w.err == nil {
+				w.err = fmt.Errorf("committed: write %s: %w", name, err)
+				w.cancel()
+			}
+			w.mu.Unlock()
+			return
+		}
+		w.m.fresh.set(rangeCacheKey(w.ns, name), at, 1)
+	}()
+	return nil
+}
+
+func (w *writer) failed() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+// abort stops the writes in flight of a writer not finished.
+func (w *writer) abort() {
+	if !w.done {
+		w.cancel()
+		w.wg.Wait()
+		w.done = true
+	}
+}
+
+// above reports whether anything was handed to a level above l: a node
+// cut or passed through at l or higher.
+func (w *writer) above(l int) bool {
+	for k := l; k <= len(w.levels); k++ {
+		if w.levels[k-1].flushed > 0 || k > l && len(w.levels[k-1].children) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// finish cuts the nodes still being filled, level by level, and writes the
+// root: the node being filled at the lowest level with nothing above it. It
+// returns once every object is written; no records give the empty tree "".
+func (w *writer) finish() (graveler.MetaRangeID, error) {
+	defer w.abort()
+	if err := w.flushLeaf(); err != nil {
+		return "", err
+	}
+	for l := 1; ; l++ {
+		p := w.level(l)
+		if w.above(l) {
+			if len(p.children) > 0 {
+				if err := w.flushNode(l); err != nil {
+					return "", err
+				}
+			}
+			continue
+		}
+		w.wg.Wait()
+		if err := w.failed(); err != nil {
+			return "", err
+		}
+		if len(p.children) == 0 {
+			return "", nil
+		}
+		if err := w.m.refresh(w.ctx, w.ns, w.refs); err != nil {
+			return "", err
+		}
+		data, size := encodeNode(l, p.children, w.m.cfg.BlockSize)
+		id := graveler.MetaRangeID(contentID(data))
+		if err := w.m.blobs.Put(w.ctx, w.ns, metaRangeBlobName(id), data); err != nil {
+			return "", fmt.Errorf("committed: write metarange %s: %w", id, err)
+		}
+		n := &treeNode{level: l, children: p.children, size: size, stored: len(data)}
+		w.m.nodes.add(rangeCacheKey(w.ns, string(id)), n, n.stored)
+		return id, nil
+	}
+}
+
+// refresh makes sure every object the new nodes reference is stored and
 // was modified within half the GC grace period, touching those older.
 //
-// A range is referenced without being written when Apply passes it
-// through from the base, and a long Apply may have written a range long
-// before its metarange. The collector keeps an unmarked object only while
-// it is younger than the grace, so a metarange whose commit is recorded
-// after a collection marked must reference only young objects. A range
-// found missing fails the write (wrapping ErrBlobNotFound) rather than
-// give a commit a hole.
-func (m *Manager) refresh(ctx context.Context, ns graveler.StorageNamespace, ranges []RangeDescriptor) error {
+// A subtree is referenced without being written when Apply passes it
+// through from the base, and a long write may have written its first
+// objects long before its root. The collector keeps an unmarked object
+// only while it is younger than the grace, so a root whose commit is
+// recorded after a collection marked must reference only young objects.
+// Only the children the new nodes name directly are refreshed: the
+// descendants of a passed-through subtree belong to the base's tree,
+// which a collection marks whole. A child found missing fails the write
+// (wrapping ErrBlobNotFound) rather than give a commit a hole.
+func (m *Manager) refresh(ctx context.Context, ns graveler.StorageNamespace, refs []objectRef) error {
 	half := m.cfg.GCGrace / 2
 	now := m.cfg.Now()
 	var stale []string
-	seen := make(map[graveler.RangeID]bool, len(ranges))
-	for _, r := range ranges {
-		if seen[r.ID] {
+	seen := make(map[string]bool, len(refs))
+	for _, r := range refs {
+		if seen[r.name] {
 			continue
 		}
-		seen[r.ID] = true
-		name := rangeBlobName(r.ID)
-		if at, ok := m.fresh.get(rangeCacheKey(ns, name)); ok && now.Sub(at) < half {
+		seen[r.name] = true
+		if !r.at.IsZero() && now.Sub(r.at) < half {
 			continue
 		}
-		stale = append(stale, name)
+		if at, ok := m.fresh.get(rangeCacheKey(ns, r.name)); ok && now.Sub(at) < half {
+			continue
+		}
+		stale = append(stale, r.name)
 	}
 	if len(stale) == 0 {
 		return nil
@@ -194,7 +368,7 @@ func (m *Manager) refreshOne(ctx context.Context, ns graveler.StorageNamespace, 
 	key := rangeCacheKey(ns, name)
 	st, err := m.blobs.Stat(ctx, ns, name)
 	if err != nil {
-		return fmt.Errorf("committed: %s, referenced by the metarange being written: %w", name, err)
+		return fmt.Errorf("committed: %s, referenced by the tree being written: %w", name, err)
 	}
 	if m.cfg.Now().Sub(st.ModTime) < half {
 		m.fresh.set(key, st.ModTime, 1)
@@ -202,140 +376,274 @@ func (m *Manager) refreshOne(ctx context.Context, ns graveler.StorageNamespace, 
 	}
 	at := m.cfg.Now()
 	if err := m.blobs.Touch(ctx, ns, name); err != nil {
-		return fmt.Errorf("committed: refresh %s, referenced by the metarange being written: %w", name, err)
+		return fmt.Errorf("committed: refresh %s, referenced by the tree being written: %w", name, err)
 	}
 	m.fresh.set(key, at, 1)
 	return nil
 }
 
-// changeStream peeks at a sorted change iterator and rejects keys that
-// are empty, out of order or repeated.
+// changeStream reads a sorted change iterator ahead of the walk (copies
+// of up to lookahead records) and rejects keys that are empty, out of
+// order or repeated. For each change read it asks the prefetcher for the
+// range the change falls in, so those reads overlap.
 type changeStream struct {
 	it   graveler.ValueIterator
-	cur  *graveler.ValueRecord
+	buf  []*graveler.ValueRecord
+	head int
 	prev graveler.Key
 	err  error
 	done bool
+	pf   *prefetcher
+}
+
+const lookahead = 1024
+
+func (s *changeStream) fill() {
+	if s.head > 0 {
+		n := copy(s.buf, s.buf[s.head:])
+		clear(s.buf[n:])
+		s.buf, s.head = s.buf[:n], 0
+	}
+	for !s.done && s.err == nil && len(s.buf) < lookahead {
+		if !s.it.Next() {
+			s.done = true
+			s.err = s.it.Err()
+			return
+		}
+		rec := s.it.Value()
+		if len(rec.Key) == 0 {
+			s.err = fmt.Errorf("committed: change with an empty key: %w", graveler.ErrInvalidKey)
+			return
+		}
+		if s.prev != nil && bytes.Compare(s.prev, rec.Key) >= 0 {
+			s.err = fmt.Errorf("committed: change %q not after %q: %w", rec.Key, s.prev, graveler.ErrInvalidArgument)
+			return
+		}
+		s.prev = append(s.prev[:0], rec.Key...)
+		// A copy: the iterator may reuse its record once moved on.
+		c := &graveler.ValueRecord{Key: bytes.Clone(rec.Key)}
+		if rec.Value != nil {
+			c.Value = &graveler.Value{Identity: bytes.Clone(rec.Identity), Data: bytes.Clone(rec.Data)}
+		}
+		s.buf = append(s.buf, c)
+		if s.pf != nil {
+			s.pf.want(c.Key)
+		}
+	}
 }
 
 func (s *changeStream) peek() *graveler.ValueRecord {
-	if s.cur != nil || s.done || s.err != nil {
-		return s.cur
+	if s.head == len(s.buf) {
+		s.fill()
 	}
-	if !s.it.Next() {
-		s.done = true
-		s.err = s.it.Err()
+	if s.err != nil || s.head == len(s.buf) {
 		return nil
 	}
-	rec := s.it.Value()
-	if len(rec.Key) == 0 {
-		s.err = fmt.Errorf("committed: change with an empty key: %w", graveler.ErrInvalidKey)
-		return nil
-	}
-	if s.prev != nil && bytes.Compare(s.prev, rec.Key) >= 0 {
-		s.err = fmt.Errorf("committed: change %q not after %q: %w", rec.Key, s.prev, graveler.ErrInvalidArgument)
-		return nil
-	}
-	s.prev = append(s.prev[:0], rec.Key...)
-	s.cur = rec
-	return rec
+	return s.buf[s.head]
 }
 
-func (s *changeStream) pop() { s.cur = nil }
+func (s *changeStream) pop() {
+	s.buf[s.head] = nil
+	s.head++
+	if !s.done && len(s.buf)-s.head < lookahead/2 {
+		s.fill()
+	}
+}
 
-// Apply writes base with changes applied. A range no change falls in is
-// passed through by reference, unread, whenever the writer is at a
-// boundary and that range ended by the boundary rule (so writing its
-// records would have cut it at the same place).
+// prefetcher reads the ranges of base that changes fall in, ahead of the
+// walk and readAhead at a time, into the Manager's range cache. A failed
+// read is left for the walk to meet and report.
+type prefetcher struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	m      *Manager
+	ns     graveler.StorageNamespace
+	root   *treeNode
+	ch     chan graveler.RangeID
+	last   graveler.RangeID
+	wg     sync.WaitGroup
+}
+
+func (m *Manager) newPrefetcher(ctx context.Context, ns graveler.StorageNamespace, root *treeNode) *prefetcher {
+	ctx, cancel := context.WithCancel(ctx)
+	p := &prefetcher{ctx: ctx, cancel: cancel, m: m, ns: ns, root: root, ch: make(chan graveler.RangeID, lookahead)}
+	for range readAhead {
+		p.wg.Go(func() {
+			for id := range p.ch {
+				if p.ctx.Err() == nil {
+					_, _ = m.loadRange(p.ctx, ns, id)
+				}
+			}
+		})
+	}
+	return p
+}
+
+// want asks for the range key falls in (or before), if base has one.
+func (p *prefetcher) want(key graveler.Key) {
+	n := p.root
+	for {
+		i := n.find(key)
+		if i == len(n.children) {
+			return
+		}
+		d := &n.children[i]
+		if n.level == 1 {
+			if d.ID != p.last {
+				p.last = d.ID
+				select {
+				case p.ch <- d.ID:
+				default:
+				}
+			}
+			return
+		}
+		var err error
+		if n, err = p.m.loadChild(p.ctx, p.ns, d, n.level); err != nil {
+			return
+		}
+	}
+}
+
+func (p *prefetcher) stop() {
+	p.cancel()
+	close(p.ch)
+	p.wg.Wait()
+}
+
+// applier walks a base tree with a sorted change stream.
+type applier struct {
+	ctx     context.Context
+	m       *Manager
+	ns      graveler.StorageNamespace
+	w       *writer
+	cs      *changeStream
+	summary graveler.DiffSummary
+	changed int
+}
+
+// applyMissing applies a change to a key base lacks.
+func (a *applier) applyMissing(c *graveler.ValueRecord) error {
+	if c.IsTombstone() {
+		return nil
+	}
+	a.summary.Count[graveler.DiffTypeAdded]++
+	a.changed++
+	return a.w.add(c.Key, c.Identity, c.Data)
+}
+
+// applyExisting applies a change to a key base holds.
+func (a *applier) applyExisting(key, identity, data []byte, c *graveler.ValueRecord) error {
+	switch {
+	case c.IsTombstone():
+		a.summary.Count[graveler.DiffTypeRemoved]++
+		a.changed++
+		return nil
+	case bytes.Equal(c.Identity, identity):
+		return a.w.add(key, identity, data)
+	default:
+		a.summary.Count[graveler.DiffTypeChanged]++
+		a.changed++
+		return a.w.add(c.Key, c.Identity, c.Data)
+	}
+}
+
+// walk writes the subtree d at level (0: a range) with the changes up to
+// its MaxKey applied. It passes d through by reference, unread, when no
+// change falls in it, the writer is at a boundary at d's level and d
+// ended by the boundary rule (or nothing at all follows it: lastSpine
+// says no base entry does), so writing its records would have made the
+// same subtree; otherwise it descends, to d's children or records.
+func (a *applier) walk(d *RangeDescriptor, level int, lastSpine bool) error {
+	if err := a.ctx.Err(); err != nil {
+		return err
+	}
+	next := a.cs.peek()
+	if a.cs.err != nil {
+		return a.cs.err
+	}
+	untouched := next == nil || bytes.Compare(next.Key, d.MaxKey) > 0
+	// A node on the base's right spine may have been cut by its rule at
+	// the end of the stream with its last child still open (ended by the
+	// stream, not by a rule), so its own cut says nothing of what more
+	// entries after it would have made of it. Everywhere else a cut node
+	// was cut mid-stream, after a child its own rule had closed.
+	closed := a.m.cfg.cutAfter(level, d.MaxKey, d.EstimatedSize) && (level == 0 || !lastSpine)
+	if untouched && a.w.atBoundary(level) && (closed || lastSpine && next == nil) {
+		return a.w.passThrough(*d, level)
+	}
+	if level > 0 {
+		n, err := a.m.loadChild(a.ctx, a.ns, d, level+1)
+		if err != nil {
+			return err
+		}
+		for i := range n.children {
+			if err := a.walk(&n.children[i], level-1, lastSpine && i == len(n.children)-1); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	f, err := a.m.loadRange(a.ctx, a.ns, d.ID)
+	if err != nil {
+		return err
+	}
+	it := newRangeIter(f)
+	for {
+		key, identity, data, ok := it.nextRaw()
+		if !ok {
+			return nil
+		}
+		for c := a.cs.peek(); c != nil && bytes.Compare(c.Key, key) < 0; c = a.cs.peek() {
+			if err := a.applyMissing(c); err != nil {
+				return err
+			}
+			a.cs.pop()
+		}
+		if a.cs.err != nil {
+			return a.cs.err
+		}
+		if c := a.cs.peek(); c != nil && bytes.Equal(c.Key, key) {
+			err = a.applyExisting(key, identity, data, c)
+			a.cs.pop()
+		} else {
+			err = a.w.add(key, identity, data)
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// Apply writes base with changes applied. Only the ranges changes fall in
+// and the nodes above them are rewritten (and what the boundary rule
+// shifts); every other subtree is passed through by reference, unread.
 func (m *Manager) Apply(ctx context.Context, ns graveler.StorageNamespace, base graveler.MetaRangeID, changes graveler.ValueIterator, opts graveler.ApplyOptions) (graveler.MetaRangeID, graveler.DiffSummary, error) {
 	summary := graveler.DiffSummary{Count: map[graveler.DiffType]int{}}
-	mr, err := m.loadMetaRange(ctx, ns, base)
+	root, err := m.loadRoot(ctx, ns, base)
 	if err != nil {
 		return "", summary, err
 	}
+	pf := m.newPrefetcher(ctx, ns, root)
+	defer pf.stop()
 	w := m.newWriter(ctx, ns)
-	cs := &changeStream{it: changes}
-	changed := 0
-
-	// applyMissing applies a change to a key base lacks.
-	applyMissing := func(c *graveler.ValueRecord) error {
-		if c.IsTombstone() {
-			return nil
-		}
-		summary.Count[graveler.DiffTypeAdded]++
-		changed++
-		return w.add(c.Key, c.Identity, c.Data)
-	}
-	// applyExisting applies a change to a key base holds.
-	applyExisting := func(key, identity, data []byte, c *graveler.ValueRecord) error {
-		switch {
-		case c.IsTombstone():
-			summary.Count[graveler.DiffTypeRemoved]++
-			changed++
-			return nil
-		case bytes.Equal(c.Identity, identity):
-			return w.add(key, identity, data)
-		default:
-			summary.Count[graveler.DiffTypeChanged]++
-			changed++
-			return w.add(c.Key, c.Identity, c.Data)
-		}
-	}
-
-	for i, r := range mr.ranges {
-		if err := ctx.Err(); err != nil {
+	defer w.abort()
+	a := &applier{ctx: ctx, m: m, ns: ns, w: w, cs: &changeStream{it: changes, pf: pf}, summary: summary}
+	for i := range root.children {
+		if err := a.walk(&root.children[i], root.level-1, i == len(root.children)-1); err != nil {
 			return "", summary, err
 		}
-		next := cs.peek()
-		if cs.err != nil {
-			return "", summary, cs.err
-		}
-		untouched := next == nil || bytes.Compare(next.Key, r.MaxKey) > 0
-		last := i == len(mr.ranges)-1
-		if untouched && w.atBoundary() && (m.cfg.cutAfter(r.MaxKey, r.EstimatedSize) || last && next == nil) {
-			w.passThrough(r)
-			continue
-		}
-		f, err := m.loadRange(ctx, ns, r.ID)
-		if err != nil {
+	}
+	for c := a.cs.peek(); c != nil; c = a.cs.peek() {
+		if err := a.applyMissing(c); err != nil {
 			return "", summary, err
 		}
-		it := newRangeIter(f)
-		for {
-			key, identity, data, ok := it.nextRaw()
-			if !ok {
-				break
-			}
-			for c := cs.peek(); c != nil && bytes.Compare(c.Key, key) < 0; c = cs.peek() {
-				if err := applyMissing(c); err != nil {
-					return "", summary, err
-				}
-				cs.pop()
-			}
-			if cs.err != nil {
-				return "", summary, cs.err
-			}
-			if c := cs.peek(); c != nil && bytes.Equal(c.Key, key) {
-				err = applyExisting(key, identity, data, c)
-				cs.pop()
-			} else {
-				err = w.add(key, identity, data)
-			}
-			if err != nil {
-				return "", summary, err
-			}
-		}
+		a.cs.pop()
 	}
-	for c := cs.peek(); c != nil; c = cs.peek() {
-		if err := applyMissing(c); err != nil {
-			return "", summary, err
-		}
-		cs.pop()
+	if a.cs.err != nil {
+		return "", summary, a.cs.err
 	}
-	if cs.err != nil {
-		return "", summary, cs.err
-	}
-	if changed == 0 {
+	if a.changed == 0 {
 		if !opts.AllowEmpty {
 			return "", summary, graveler.ErrNoChanges
 		}

@@ -73,88 +73,91 @@ func randomChanges(r *rand.Rand, base model, keySpace, n int) ([]graveler.ValueR
 
 func TestApplyProperty(t *testing.T) {
 	ctx := context.Background()
-	m, _, ns := newTestManager(t, tinyConfig)
-	for iter := range 200 {
-		r := rand.New(rand.NewPCG(uint64(iter), 42))
-		keySpace := 10 + r.IntN(400)
-		base := model{}
-		for range r.IntN(keySpace) {
-			k := fmt.Sprintf("k%05d", r.IntN(keySpace))
-			base[k] = graveler.Value{Identity: []byte(fmt.Sprintf("b-%d", r.IntN(3))), Data: []byte(k)}
-		}
-		baseID := write(t, m, ns, base.records())
-		changes, want, counts, diffs := randomChanges(r, base, keySpace, r.IntN(keySpace/2+1))
-		fail := func(format string, args ...any) {
-			t.Helper()
-			t.Fatalf("iteration %d (base %d keys, %d changes): %s", iter, len(base), len(changes), fmt.Sprintf(format, args...))
-		}
+	// One-level trees and trees of several levels.
+	for _, cfg := range []Config{tinyConfig, multiLevelConfig()} {
+		m, _, ns := newTestManager(t, cfg)
+		for iter := range 200 {
+			r := rand.New(rand.NewPCG(uint64(iter), 42))
+			keySpace := 10 + r.IntN(400)
+			base := model{}
+			for range r.IntN(keySpace) {
+				k := fmt.Sprintf("k%05d", r.IntN(keySpace))
+				base[k] = graveler.Value{Identity: []byte(fmt.Sprintf("b-%d", r.IntN(3))), Data: []byte(k)}
+			}
+			baseID := write(t, m, ns, base.records())
+			changes, want, counts, diffs := randomChanges(r, base, keySpace, r.IntN(keySpace/2+1))
+			fail := func(format string, args ...any) {
+				t.Helper()
+				t.Fatalf("iteration %d (base %d keys, %d changes): %s", iter, len(base), len(changes), fmt.Sprintf(format, args...))
+			}
 
-		got, sum, err := m.Apply(ctx, ns, baseID, newSliceIter(changes), graveler.ApplyOptions{})
-		if len(diffs) == 0 {
-			if !errors.Is(err, graveler.ErrNoChanges) {
-				fail("no effective changes: %v", err)
+			got, sum, err := m.Apply(ctx, ns, baseID, newSliceIter(changes), graveler.ApplyOptions{})
+			if len(diffs) == 0 {
+				if !errors.Is(err, graveler.ErrNoChanges) {
+					fail("no effective changes: %v", err)
+				}
+				got, _, err = m.Apply(ctx, ns, baseID, newSliceIter(changes), graveler.ApplyOptions{AllowEmpty: true})
+				if err != nil || got != baseID {
+					fail("AllowEmpty: %q, %v; want base %q", got, err, baseID)
+				}
+			} else if err != nil {
+				fail("Apply: %v", err)
 			}
-			got, _, err = m.Apply(ctx, ns, baseID, newSliceIter(changes), graveler.ApplyOptions{AllowEmpty: true})
-			if err != nil || got != baseID {
-				fail("AllowEmpty: %q, %v; want base %q", got, err, baseID)
+			for _, typ := range []graveler.DiffType{graveler.DiffTypeAdded, graveler.DiffTypeRemoved, graveler.DiffTypeChanged} {
+				if sum.Count[typ] != counts[typ] {
+					fail("summary %v = %d, want %d", typ, sum.Count[typ], counts[typ])
+				}
 			}
-		} else if err != nil {
-			fail("Apply: %v", err)
-		}
-		for _, typ := range []graveler.DiffType{graveler.DiffTypeAdded, graveler.DiffTypeRemoved, graveler.DiffTypeChanged} {
-			if sum.Count[typ] != counts[typ] {
-				fail("summary %v = %d, want %d", typ, sum.Count[typ], counts[typ])
-			}
-		}
-		it, err := m.List(ctx, ns, got)
-		if err != nil {
-			fail("List: %v", err)
-		}
-		if err := sameRecords(collect(t, it), want.records()); err != nil {
-			fail("content: %v", err)
-		}
-		// The same entries written from scratch give the same metarange.
-		if fresh := write(t, m, ns, want.records()); fresh != got {
-			fail("Apply gave %q, writing the same entries gave %q", got, fresh)
-		}
-		d, err := m.Diff(ctx, ns, baseID, got)
-		if err != nil {
-			fail("Diff: %v", err)
-		}
-		gotDiffs := collectDiff(t, d)
-		if len(gotDiffs) != len(diffs) {
-			fail("%d diffs, want %d", len(gotDiffs), len(diffs))
-		}
-		for i, df := range gotDiffs {
-			k := string(df.Key)
-			if diffs[k] != df.Type || (i > 0 && bytes.Compare(gotDiffs[i-1].Key, df.Key) >= 0) {
-				fail("diff %d: %v %q", i, df.Type, k)
-			}
-			wv, inWant := want[k]
-			bv, inBase := base[k]
-			if inWant != (df.Value != nil) || (inWant && (!bytes.Equal(wv.Identity, df.Value.Identity) || !bytes.Equal(wv.Data, df.Value.Data))) {
-				fail("diff %q: value %v", k, df.Value)
-			}
-			if inBase != (df.LeftIdentity != nil) || !bytes.Equal(bv.Identity, df.LeftIdentity) {
-				fail("diff %q: left identity %q", k, df.LeftIdentity)
-			}
-		}
-		for _, id := range []graveler.MetaRangeID{baseID, got} {
-			d, err := m.Diff(ctx, ns, id, id)
+			it, err := m.List(ctx, ns, got)
 			if err != nil {
-				fail("Diff(x, x): %v", err)
+				fail("List: %v", err)
 			}
-			if g := collectDiff(t, d); len(g) != 0 {
-				fail("Diff(x, x) = %d diffs", len(g))
+			if err := sameRecords(collect(t, it), want.records()); err != nil {
+				fail("content: %v", err)
 			}
-		}
-		// A diff sought into the middle agrees with the full diff.
-		if len(gotDiffs) > 1 {
-			mid := gotDiffs[len(gotDiffs)/2].Key
-			d, _ := m.Diff(ctx, ns, baseID, got)
-			d.SeekGE(mid)
-			if g := collectDiff(t, d); len(g) != len(gotDiffs)-len(gotDiffs)/2 || !bytes.Equal(g[0].Key, mid) {
-				fail("Diff after SeekGE(%q): %d diffs", mid, len(g))
+			// The same entries written from scratch give the same metarange.
+			if fresh := write(t, m, ns, want.records()); fresh != got {
+				fail("Apply gave %q, writing the same entries gave %q", got, fresh)
+			}
+			d, err := m.Diff(ctx, ns, baseID, got)
+			if err != nil {
+				fail("Diff: %v", err)
+			}
+			gotDiffs := collectDiff(t, d)
+			if len(gotDiffs) != len(diffs) {
+				fail("%d diffs, want %d", len(gotDiffs), len(diffs))
+			}
+			for i, df := range gotDiffs {
+				k := string(df.Key)
+				if diffs[k] != df.Type || (i > 0 && bytes.Compare(gotDiffs[i-1].Key, df.Key) >= 0) {
+					fail("diff %d: %v %q", i, df.Type, k)
+				}
+				wv, inWant := want[k]
+				bv, inBase := base[k]
+				if inWant != (df.Value != nil) || (inWant && (!bytes.Equal(wv.Identity, df.Value.Identity) || !bytes.Equal(wv.Data, df.Value.Data))) {
+					fail("diff %q: value %v", k, df.Value)
+				}
+				if inBase != (df.LeftIdentity != nil) || !bytes.Equal(bv.Identity, df.LeftIdentity) {
+					fail("diff %q: left identity %q", k, df.LeftIdentity)
+				}
+			}
+			for _, id := range []graveler.MetaRangeID{baseID, got} {
+				d, err := m.Diff(ctx, ns, id, id)
+				if err != nil {
+					fail("Diff(x, x): %v", err)
+				}
+				if g := collectDiff(t, d); len(g) != 0 {
+					fail("Diff(x, x) = %d diffs", len(g))
+				}
+			}
+			// A diff sought into the middle agrees with the full diff.
+			if len(gotDiffs) > 1 {
+				mid := gotDiffs[len(gotDiffs)/2].Key
+				d, _ := m.Diff(ctx, ns, baseID, got)
+				d.SeekGE(mid)
+				if g := collectDiff(t, d); len(g) != len(gotDiffs)-len(gotDiffs)/2 || !bytes.Equal(g[0].Key, mid) {
+					fail("Diff after SeekGE(%q): %d diffs", mid, len(g))
+				}
 			}
 		}
 	}

@@ -7,79 +7,131 @@ import (
 	"graveler/graveler"
 )
 
-// cursor walks a metarange record by record, but stops at each range's
-// header before reading it, so a caller can skip the whole range without
-// fetching it. States: done (ri == len(ranges)), at a header (it == nil), or
-// on a record (it != nil, rec set).
+// cursor walks a tree record by record, but stops before each subtree it
+// enters (at its header: the entry naming it in its parent), so a caller
+// can skip the whole subtree without fetching it; descend enters it one
+// level. States: done (empty stack or err), at a header (it == nil: the
+// top frame's current child), or on a record (it != nil, rec set).
 type cursor struct {
-	ctx context.Context
-	m   *Manager
-	ns  graveler.StorageNamespace
-	mr  *metaRange
-	ri  int
-	it  *rangeIter
-	rec *graveler.ValueRecord
-	err error
+	ctx   context.Context
+	m     *Manager
+	ns    graveler.StorageNamespace
+	root  *treeNode
+	stack []frame
+	it    *rangeIter
+	rec   *graveler.ValueRecord
+	err   error
 }
 
-func newCursor(ctx context.Context, m *Manager, ns graveler.StorageNamespace, mr *metaRange) *cursor {
-	return &cursor{ctx: ctx, m: m, ns: ns, mr: mr}
+// frame is a node being walked; n.children[i] is the current subtree.
+type frame struct {
+	n *treeNode
+	i int
 }
 
-func (c *cursor) done() bool { return c.err != nil || c.ri >= len(c.mr.ranges) }
-
-// atHeader reports whether the cursor is before the first record of an
-// unread range; header() describes it.
-func (c *cursor) atHeader() bool           { return !c.done() && c.it == nil }
-func (c *cursor) header() *RangeDescriptor { return &c.mr.ranges[c.ri] }
-
-// skipRange moves past the range whose header the cursor is at.
-func (c *cursor) skipRange() {
-	c.ri++
-	c.it = nil
-	c.rec = nil
+func newCursor(ctx context.Context, m *Manager, ns graveler.StorageNamespace, root *treeNode) *cursor {
+	c := &cursor{ctx: ctx, m: m, ns: ns, root: root, stack: []frame{{n: root}}}
+	c.normalize()
+	return c
 }
 
-// open reads the current range and positions on its first record at or
-// after key (nil key: its first record).
-func (c *cursor) open(key graveler.Key) bool {
-	if err := c.ctx.Err(); err != nil {
-		c.err = err
-		return false
+func (c *cursor) done() bool { return c.err != nil || len(c.stack) == 0 }
+
+func (c *cursor) top() *frame { return &c.stack[len(c.stack)-1] }
+
+// atHeader reports whether the cursor is before an unread subtree;
+// header() describes it and headerLevel() is its level (0: a range).
+func (c *cursor) atHeader() bool { return !c.done() && c.it == nil }
+func (c *cursor) header() *RangeDescriptor {
+	t := c.top()
+	return &t.n.children[t.i]
+}
+func (c *cursor) headerLevel() int { return c.top().n.level - 1 }
+
+// lowKey is the least key at or after the cursor: its record's or its
+// header's MinKey; ok is false when done.
+func (c *cursor) lowKey() (graveler.Key, bool) {
+	switch {
+	case c.done():
+		return nil, false
+	case c.it != nil:
+		return c.rec.Key, true
+	default:
+		return c.header().MinKey, true
 	}
-	f, err := c.m.loadRange(c.ctx, c.ns, c.mr.ranges[c.ri].ID)
+}
+
+// skip moves past the current subtree (unread, or the open range) to the
+// header of the next one.
+func (c *cursor) skip() {
+	c.it, c.rec = nil, nil
+	c.top().i++
+	c.normalize()
+}
+
+// normalize pops the nodes walked to their end.
+func (c *cursor) normalize() {
+	for len(c.stack) > 0 && c.top().i >= len(c.top().n.children) {
+		c.stack = c.stack[:len(c.stack)-1]
+		if len(c.stack) > 0 {
+			c.top().i++
+		}
+	}
+}
+
+func (c *cursor) fail(err error) {
+	c.err = err
+	c.it, c.rec = nil, nil
+}
+
+// descend enters the subtree at the header: a node's first child's
+// header, or a range's first record at or after key (nil: its first).
+func (c *cursor) descend(key graveler.Key) {
+	if err := c.ctx.Err(); err != nil {
+		c.fail(err)
+		return
+	}
+	t := c.top()
+	d := &t.n.children[t.i]
+	if t.n.level > 1 {
+		n, err := c.m.loadChild(c.ctx, c.ns, d, t.n.level)
+		if err != nil {
+			c.fail(err)
+			return
+		}
+		c.stack = append(c.stack, frame{n: n})
+		return
+	}
+	f, err := c.m.loadRange(c.ctx, c.ns, d.ID)
 	if err != nil {
-		c.err = err
-		return false
+		c.fail(err)
+		return
 	}
 	c.it = newRangeIter(f)
 	if key != nil {
 		c.it.SeekGE(key)
 	}
-	return true
+	if c.it.Next() {
+		c.rec = c.it.Value()
+	} else {
+		c.skip()
+	}
 }
 
-// record returns the current record, reading the range if at a header;
-// nil when done or failed.
+// record returns the current record, reading down from a header; nil
+// when done or failed.
 func (c *cursor) record() *graveler.ValueRecord {
 	for !c.done() {
 		if c.it != nil {
 			return c.rec
 		}
-		if !c.open(nil) {
-			return nil
-		}
-		if c.it.Next() {
-			c.rec = c.it.Value()
-			return c.rec
-		}
-		c.skipRange()
+		c.descend(nil)
 	}
 	return nil
 }
 
 // advance moves past the current record; at a range's end the cursor
-// stops at the next range's header.
+// stops at the next subtree's header.
 func (c *cursor) advance() {
 	if c.it == nil {
 		return
@@ -88,37 +140,38 @@ func (c *cursor) advance() {
 		c.rec = c.it.Value()
 		return
 	}
-	c.skipRange()
+	c.skip()
 }
 
-// seekGE positions before the first record >= key. When key falls at or
-// before a range's MinKey the cursor stays at that range's header, unread.
+// seekGE positions before the first record >= key, descending from the
+// root. When key falls at or before a subtree's MinKey the cursor stays
+// at that subtree's header, unread.
 func (c *cursor) seekGE(key graveler.Key) {
 	if c.err != nil {
 		return
 	}
-	ri := c.mr.find(key)
-	if ri >= len(c.mr.ranges) || bytes.Compare(key, c.mr.ranges[ri].MinKey) <= 0 {
-		c.ri, c.it, c.rec = ri, nil, nil
-		return
-	}
-	if ri != c.ri || c.it == nil {
-		c.ri = ri
-		if !c.open(key) {
+	c.it, c.rec = nil, nil
+	c.stack = append(c.stack[:0], frame{n: c.root})
+	for {
+		t := c.top()
+		t.i = t.n.find(key)
+		if t.i == len(t.n.children) {
+			// Only at the root: a parent chose this node for key.
+			c.normalize()
 			return
 		}
-	} else {
-		c.it.SeekGE(key)
-	}
-	// The range's MaxKey is >= key, so a record is there.
-	if c.it.Next() {
-		c.rec = c.it.Value()
-	} else {
-		c.skipRange()
+		if bytes.Compare(key, t.n.children[t.i].MinKey) <= 0 {
+			return
+		}
+		last := t.n.level == 1
+		c.descend(key)
+		if last || c.done() {
+			return
+		}
 	}
 }
 
-// listIter is the ValueIterator over a metarange.
+// listIter is the ValueIterator over a tree.
 type listIter struct {
 	c *cursor
 	// pending: the cursor's current position has not been returned yet

@@ -12,47 +12,64 @@ import (
 	"graveler/graveler"
 )
 
-// Defaults for Config's zero fields.
+// Defaults for Config's zero fields. The sizes were chosen by measuring
+// commits of 1,000 keys onto heads of 10k to 10M entries (see
+// docs/performance.md, "Committed tree").
 const (
-	DefaultMinRangeSize       = 64 << 10
-	DefaultMaxRangeSize       = 8 << 20
-	DefaultBoundaryMask       = 1<<12 - 1
-	DefaultBlockSize          = 32 << 10
-	DefaultMetaRangeCacheSize = 1024
-	DefaultRangeCacheBytes    = 64 << 20
-	DefaultGCGrace            = 6 * time.Hour
+	DefaultMinRangeSize    = 2 << 10
+	DefaultMaxRangeSize    = 64 << 10
+	DefaultBoundaryMask    = 1<<5 - 1
+	DefaultMinNodeSize     = 2 << 10
+	DefaultMaxNodeSize     = 32 << 10
+	DefaultNodeMask        = 1<<6 - 1
+	DefaultBlockSize       = 4 << 10
+	DefaultNodeCacheBytes  = 64 << 20
+	DefaultRangeCacheBytes = 64 << 20
+	DefaultGCGrace         = 6 * time.Hour
 	// freshnessEntries bounds how many objects a Manager remembers as
 	// recently written or touched, to spare them a Stat.
 	freshnessEntries = 1 << 16
-	// refreshParallelism bounds the Stats and Touches one metarange write
-	// has in flight.
+	// refreshParallelism bounds the Stats and Touches one tree write has
+	// in flight.
 	refreshParallelism = 16
+	// DefaultWriteParallelism bounds the object writes one tree write has
+	// in flight; readAhead bounds the ranges Apply reads ahead of its walk.
+	DefaultWriteParallelism = 16
+	readAhead               = 16
 )
 
-// Config tunes range boundaries and the in-memory caches. Zero fields take
-// the defaults above. Range IDs are reproducible only under one
-// configuration of MinRangeSize, MaxRangeSize, BoundaryMask and BlockSize.
+// Config tunes tree boundaries and the in-memory caches. Zero fields take
+// the defaults above. Tree IDs are reproducible only under one
+// configuration of the sizes, masks and BlockSize.
 type Config struct {
-	// MinRangeSize: no content-defined cut before a range holds this many
-	// bytes of encoded records.
+	// MinRangeSize: no content-defined cut before a range (leaf) holds
+	// this many bytes of encoded records.
 	MinRangeSize int
 	// MaxRangeSize: a range is cut after the record that reaches this size.
 	MaxRangeSize int
 	// BoundaryMask: past MinRangeSize, a range ends after a key whose
 	// boundary hash has these bits all zero (2^bits keys per cut on average).
 	BoundaryMask uint64
+	// MinNodeSize, MaxNodeSize and NodeMask are the same rule for inner
+	// nodes, over their child entries, with a hash that differs per level.
+	MinNodeSize int
+	MaxNodeSize int
+	NodeMask    uint64
 	// BlockSize is the target size of a data block within a range file.
 	BlockSize int
-	// MetaRangeCacheSize bounds the decoded metaranges kept, by count.
-	MetaRangeCacheSize int
+	// WriteParallelism bounds the objects one Apply or tree write has in
+	// flight at once.
+	WriteParallelism int
+	// NodeCacheBytes bounds the decoded inner nodes kept, by stored size.
+	NodeCacheBytes int
 	// RangeCacheBytes bounds the decoded range files kept, by their size.
 	RangeCacheBytes int
 	// GCGrace is the grace period of the collector of unreferenced objects
 	// (the cleaner's --gc-grace must be at least this): it never deletes an
-	// object modified within it. A metarange is written only once every
-	// range it references was written or touched within GCGrace/2, so a
-	// commit recorded within GCGrace/2 of writing its metarange references
-	// only objects a collection that marked before the commit keeps.
+	// object modified within it. A node is written only once every child
+	// it references was written or touched within GCGrace/2, so a commit
+	// recorded within GCGrace/2 of writing its root references only
+	// objects a collection that marked before the commit keeps.
 	GCGrace time.Duration
 	// Now returns the current time (default time.Now), by which the
 	// writer judges how old an object is.
@@ -64,7 +81,7 @@ func (c Config) withDefaults() Config {
 		c.MinRangeSize = DefaultMinRangeSize
 	}
 	if c.MaxRangeSize <= 0 {
-		c.MaxRangeSize = DefaultMaxRangeSize
+		c.MaxRangeSize = max(DefaultMaxRangeSize, c.MinRangeSize)
 	}
 	if c.MaxRangeSize < c.MinRangeSize {
 		c.MaxRangeSize = c.MinRangeSize
@@ -72,11 +89,26 @@ func (c Config) withDefaults() Config {
 	if c.BoundaryMask == 0 {
 		c.BoundaryMask = DefaultBoundaryMask
 	}
+	if c.MinNodeSize <= 0 {
+		c.MinNodeSize = DefaultMinNodeSize
+	}
+	if c.MaxNodeSize <= 0 {
+		c.MaxNodeSize = max(DefaultMaxNodeSize, c.MinNodeSize)
+	}
+	if c.MaxNodeSize < c.MinNodeSize {
+		c.MaxNodeSize = c.MinNodeSize
+	}
+	if c.NodeMask == 0 {
+		c.NodeMask = DefaultNodeMask
+	}
 	if c.BlockSize <= 0 {
 		c.BlockSize = DefaultBlockSize
 	}
-	if c.MetaRangeCacheSize <= 0 {
-		c.MetaRangeCacheSize = DefaultMetaRangeCacheSize
+	if c.WriteParallelism <= 0 {
+		c.WriteParallelism = DefaultWriteParallelism
+	}
+	if c.NodeCacheBytes <= 0 {
+		c.NodeCacheBytes = DefaultNodeCacheBytes
 	}
 	if c.RangeCacheBytes <= 0 {
 		c.RangeCacheBytes = DefaultRangeCacheBytes
@@ -92,66 +124,126 @@ func (c Config) withDefaults() Config {
 
 // Manager implements graveler.CommittedManager over a BlobStore.
 type Manager struct {
-	blobs      BlobStore
-	cfg        Config
-	metaRanges *lru[*metaRange]
-	ranges     *lru[*rangeFile]
+	blobs BlobStore
+	cfg   Config
+	nodes *lru[*treeNode]
+	// ranges caches decoded ranges; loading holds the reads in flight, so
+	// a range read ahead is not read twice.
+	ranges  *lru[*rangeFile]
+	mu      sync.Mutex
+	loading map[string]*rangeLoad
 	// fresh maps an object (rangeCacheKey of its blob name) to a time its
 	// modification time is known to be no older than: when this Manager
 	// wrote, touched or statted it.
 	fresh *lru[time.Time]
 }
 
+type rangeLoad struct {
+	done chan struct{}
+	f    *rangeFile
+	err  error
+}
+
 var _ graveler.CommittedManager = (*Manager)(nil)
 
-// NewManager returns a Manager storing ranges and metaranges in blobs.
+// NewManager returns a Manager storing trees in blobs.
 func NewManager(blobs BlobStore, cfg Config) *Manager {
 	cfg = cfg.withDefaults()
 	return &Manager{
-		blobs:      blobs,
-		cfg:        cfg,
-		metaRanges: newLRU[*metaRange](cfg.MetaRangeCacheSize),
-		ranges:     newLRU[*rangeFile](cfg.RangeCacheBytes),
-		fresh:      newLRU[time.Time](freshnessEntries),
+		blobs:   blobs,
+		cfg:     cfg,
+		nodes:   newLRU[*treeNode](cfg.NodeCacheBytes),
+		ranges:  newLRU[*rangeFile](cfg.RangeCacheBytes),
+		loading: map[string]*rangeLoad{},
+		fresh:   newLRU[time.Time](freshnessEntries),
 	}
 }
 
-// loadMetaRange returns the decoded metarange; nil for the empty tree.
-func (m *Manager) loadMetaRange(ctx context.Context, ns graveler.StorageNamespace, id graveler.MetaRangeID) (*metaRange, error) {
+// loadRoot returns the root node of tree id; emptyNode for "".
+func (m *Manager) loadRoot(ctx context.Context, ns graveler.StorageNamespace, id graveler.MetaRangeID) (*treeNode, error) {
 	if id == "" {
-		return &metaRange{}, nil
+		return emptyNode, nil
 	}
 	if err := checkMetaRangeID(id); err != nil {
 		return nil, err
 	}
-	key := rangeCacheKey(ns, string(id))
-	if mr, ok := m.metaRanges.get(key); ok {
-		return mr, nil
-	}
-	data, err := m.blobs.Get(ctx, ns, metaRangeBlobName(id))
+	n, err := m.loadNode(ctx, ns, id)
 	if errors.Is(err, ErrBlobNotFound) {
 		return nil, fmt.Errorf("%w: %s", graveler.ErrMetaRangeNotFound, id)
 	}
+	return n, err
+}
+
+// loadNode returns a decoded inner node (IDs come from checked parents or
+// the caller).
+func (m *Manager) loadNode(ctx context.Context, ns graveler.StorageNamespace, id graveler.MetaRangeID) (*treeNode, error) {
+	key := rangeCacheKey(ns, string(id))
+	if n, ok := m.nodes.get(key); ok {
+		return n, nil
+	}
+	data, err := m.blobs.Get(ctx, ns, metaRangeBlobName(id))
 	if err != nil {
 		return nil, fmt.Errorf("committed: read metarange %s: %w", id, err)
 	}
 	if contentID(data) != string(id) {
 		return nil, fmt.Errorf("%w: metarange %s: content hash differs", ErrCorrupt, id)
 	}
-	mr, err := decodeMetaRange(data)
+	n, err := decodeNode(data)
 	if err != nil {
 		return nil, fmt.Errorf("committed: metarange %s: %w", id, err)
 	}
-	m.metaRanges.add(key, mr, 1)
-	return mr, nil
+	m.nodes.add(key, n, n.stored)
+	return n, nil
+}
+
+// loadChild loads child d of a node at level parent, checking that it is
+// at the level the parent puts it.
+func (m *Manager) loadChild(ctx context.Context, ns graveler.StorageNamespace, d *RangeDescriptor, parent int) (*treeNode, error) {
+	n, err := m.loadNode(ctx, ns, graveler.MetaRangeID(d.ID))
+	if err != nil {
+		return nil, err
+	}
+	if n.level != parent-1 {
+		return nil, fmt.Errorf("%w: metarange %s: level %d under a node of level %d", ErrCorrupt, d.ID, n.level, parent)
+	}
+	return n, nil
 }
 
 func (m *Manager) loadRange(ctx context.Context, ns graveler.StorageNamespace, id graveler.RangeID) (*rangeFile, error) {
-	// IDs come from decoded metaranges, which checked them.
+	// IDs come from decoded nodes, which checked them.
 	key := rangeCacheKey(ns, string(id))
 	if f, ok := m.ranges.get(key); ok {
 		return f, nil
 	}
+	m.mu.Lock()
+	if l, ok := m.loading[key]; ok {
+		m.mu.Unlock()
+		select {
+		case <-l.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if l.err != nil && ctx.Err() == nil && (errors.Is(l.err, context.Canceled) || errors.Is(l.err, context.DeadlineExceeded)) {
+			// The reader that started it gave up; this caller has not.
+			return m.loadRange(ctx, ns, id)
+		}
+		return l.f, l.err
+	}
+	l := &rangeLoad{done: make(chan struct{})}
+	m.loading[key] = l
+	m.mu.Unlock()
+	l.f, l.err = m.readRange(ctx, ns, id)
+	if l.err == nil {
+		m.ranges.add(key, l.f, len(l.f.data))
+	}
+	m.mu.Lock()
+	delete(m.loading, key)
+	m.mu.Unlock()
+	close(l.done)
+	return l.f, l.err
+}
+
+func (m *Manager) readRange(ctx context.Context, ns graveler.StorageNamespace, id graveler.RangeID) (*rangeFile, error) {
 	data, err := m.blobs.Get(ctx, ns, rangeBlobName(id))
 	if err != nil {
 		return nil, fmt.Errorf("committed: read range %s: %w", id, err)
@@ -163,44 +255,55 @@ func (m *Manager) loadRange(ctx context.Context, ns graveler.StorageNamespace, i
 	if err != nil {
 		return nil, fmt.Errorf("committed: range %s: %w", id, err)
 	}
-	m.ranges.add(key, f, len(data))
+	if f.version != leafVersion {
+		return nil, fmt.Errorf("%w: range %s: an inner node's format", ErrCorrupt, id)
+	}
 	return f, nil
 }
 
 // Get returns a committed value or graveler.ErrEntryNotFound.
 func (m *Manager) Get(ctx context.Context, ns graveler.StorageNamespace, id graveler.MetaRangeID, key graveler.Key) (*graveler.Value, error) {
-	mr, err := m.loadMetaRange(ctx, ns, id)
+	n, err := m.loadRoot(ctx, ns, id)
 	if err != nil {
 		return nil, err
 	}
-	i := mr.find(key)
-	if i == len(mr.ranges) || bytes.Compare(key, mr.ranges[i].MinKey) < 0 {
-		return nil, graveler.ErrEntryNotFound
+	for {
+		i := n.find(key)
+		if i == len(n.children) || bytes.Compare(key, n.children[i].MinKey) < 0 {
+			return nil, graveler.ErrEntryNotFound
+		}
+		d := &n.children[i]
+		if n.level > 1 {
+			if n, err = m.loadChild(ctx, ns, d, n.level); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		f, err := m.loadRange(ctx, ns, d.ID)
+		if err != nil {
+			return nil, err
+		}
+		it := newRangeIter(f)
+		it.SeekGE(key)
+		if !it.Next() || !bytes.Equal(it.Value().Key, key) {
+			return nil, graveler.ErrEntryNotFound
+		}
+		v := it.Value().Value
+		return &graveler.Value{Identity: bytes.Clone(v.Identity), Data: bytes.Clone(v.Data)}, nil
 	}
-	f, err := m.loadRange(ctx, ns, mr.ranges[i].ID)
-	if err != nil {
-		return nil, err
-	}
-	it := newRangeIter(f)
-	it.SeekGE(key)
-	if !it.Next() || !bytes.Equal(it.Value().Key, key) {
-		return nil, graveler.ErrEntryNotFound
-	}
-	v := it.Value().Value
-	return &graveler.Value{Identity: bytes.Clone(v.Identity), Data: bytes.Clone(v.Data)}, nil
 }
 
-// List iterates a metarange in key order, reading each range when the
+// List iterates a tree in key order, reading each node and range when the
 // iterator first needs it.
 func (m *Manager) List(ctx context.Context, ns graveler.StorageNamespace, id graveler.MetaRangeID) (graveler.ValueIterator, error) {
-	mr, err := m.loadMetaRange(ctx, ns, id)
+	root, err := m.loadRoot(ctx, ns, id)
 	if err != nil {
 		return nil, err
 	}
-	return &listIter{c: newCursor(ctx, m, ns, mr), pending: true}, nil
+	return &listIter{c: newCursor(ctx, m, ns, root), pending: true}, nil
 }
 
-// Exists reports whether a metarange is stored; the empty tree always is.
+// Exists reports whether a tree is stored; the empty tree always is.
 func (m *Manager) Exists(ctx context.Context, ns graveler.StorageNamespace, id graveler.MetaRangeID) (bool, error) {
 	if id == "" {
 		return true, nil
@@ -208,17 +311,19 @@ func (m *Manager) Exists(ctx context.Context, ns graveler.StorageNamespace, id g
 	if err := checkMetaRangeID(id); err != nil {
 		return false, err
 	}
-	if _, ok := m.metaRanges.get(rangeCacheKey(ns, string(id))); ok {
+	if _, ok := m.nodes.get(rangeCacheKey(ns, string(id))); ok {
 		return true, nil
 	}
 	return m.blobs.Exists(ctx, ns, metaRangeBlobName(id))
 }
 
-// WriteMetaRangeByIterator writes the entries of a sorted iterator. A
-// tombstone or a key out of order is an error wrapping
+// WriteMetaRangeByIterator writes the entries of a sorted iterator as a
+// tree, level by level as the stream goes, its objects written
+// concurrently. A tombstone or a key out of order is an error wrapping
 // graveler.ErrInvalidArgument. No entries give the empty tree "".
 func (m *Manager) WriteMetaRangeByIterator(ctx context.Context, ns graveler.StorageNamespace, it graveler.ValueIterator) (graveler.MetaRangeID, error) {
 	w := m.newWriter(ctx, ns)
+	defer w.abort()
 	for it.Next() {
 		rec := it.Value()
 		if rec.IsTombstone() {

@@ -377,7 +377,7 @@ func TestErrors(t *testing.T) {
 
 func TestConcurrentReads(t *testing.T) {
 	ctx := context.Background()
-	m, _, ns := newTestManager(t, Config{MinRangeSize: 1, BoundaryMask: 15, BlockSize: 256, RangeCacheBytes: 4 << 10, MetaRangeCacheSize: 2})
+	m, _, ns := newTestManager(t, Config{MinRangeSize: 1, BoundaryMask: 15, BlockSize: 256, RangeCacheBytes: 4 << 10, NodeCacheBytes: 1 << 10, MinNodeSize: 1, NodeMask: 3})
 	recs := numbered(500, "v")
 	ids := []graveler.MetaRangeID{write(t, m, ns, recs), write(t, m, ns, recs[:250]), write(t, m, ns, recs[100:])}
 	var wg sync.WaitGroup

@@ -25,7 +25,7 @@ func (m *Manager) Merge(ctx context.Context, ns graveler.StorageNamespace, desti
 	}
 	// Load all three first so an unknown ID fails the same way on every path.
 	for _, id := range []graveler.MetaRangeID{destination, source, base} {
-		if _, err := m.loadMetaRange(ctx, ns, id); err != nil {
+		if _, err := m.loadRoot(ctx, ns, id); err != nil {
 			return "", summary, err
 		}
 	}
@@ -86,7 +86,7 @@ func (m *Manager) mergeChanges(ctx context.Context, ns graveler.StorageNamespace
 	if err != nil {
 		return nil, err
 	}
-	dmr, err := m.loadMetaRange(ctx, ns, destination)
+	dmr, err := m.loadRoot(ctx, ns, destination)
 	if err != nil {
 		return nil, err
 	}

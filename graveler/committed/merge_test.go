@@ -170,72 +170,75 @@ func TestMergeConflictKeysBounded(t *testing.T) {
 // TestMergeProperty checks Merge against a three-way model on random trees.
 func TestMergeProperty(t *testing.T) {
 	ctx := context.Background()
-	m, _, ns := newTestManager(t, tinyConfig)
-	for iter := range 100 {
-		r := rand.New(rand.NewPCG(uint64(iter), 7))
-		space := 20 + r.IntN(200)
-		base := model{}
-		for range r.IntN(space) {
-			k := fmt.Sprintf("k%05d", r.IntN(space))
-			base[k] = graveler.Value{Identity: []byte("b"), Data: []byte(k)}
-		}
-		baseID := write(t, m, ns, base.records())
-		branch := func() (graveler.MetaRangeID, model) {
-			changes, want, _, _ := randomChanges(r, base, space, r.IntN(space/3+1))
-			id, _, err := m.Apply(ctx, ns, baseID, newSliceIter(changes), graveler.ApplyOptions{AllowEmpty: true})
-			if err != nil {
-				t.Fatal(err)
+	// One-level trees and trees of several levels.
+	for _, cfg := range []Config{tinyConfig, multiLevelConfig()} {
+		m, _, ns := newTestManager(t, cfg)
+		for iter := range 100 {
+			r := rand.New(rand.NewPCG(uint64(iter), 7))
+			space := 20 + r.IntN(200)
+			base := model{}
+			for range r.IntN(space) {
+				k := fmt.Sprintf("k%05d", r.IntN(space))
+				base[k] = graveler.Value{Identity: []byte("b"), Data: []byte(k)}
 			}
-			return id, want
-		}
-		destID, dest := branch()
-		srcID, src := branch()
-		strategy := graveler.MergeStrategy(r.IntN(3))
+			baseID := write(t, m, ns, base.records())
+			branch := func() (graveler.MetaRangeID, model) {
+				changes, want, _, _ := randomChanges(r, base, space, r.IntN(space/3+1))
+				id, _, err := m.Apply(ctx, ns, baseID, newSliceIter(changes), graveler.ApplyOptions{AllowEmpty: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return id, want
+			}
+			destID, dest := branch()
+			srcID, src := branch()
+			strategy := graveler.MergeStrategy(r.IntN(3))
 
-		want := dest.clone()
-		conflicts := 0
-		for _, k := range unionKeys(base, dest, src) {
-			bv, inB := base[k]
-			dv, inD := dest[k]
-			sv, inS := src[k]
-			same := func(a graveler.Value, inA bool, b graveler.Value, inB bool) bool {
-				return inA == inB && (!inA || string(a.Identity) == string(b.Identity))
-			}
-			if same(bv, inB, sv, inS) || same(dv, inD, sv, inS) {
-				continue
-			}
-			if !same(bv, inB, dv, inD) {
-				conflicts++
-				if strategy != graveler.MergeStrategySourceWins {
+			want := dest.clone()
+			conflicts := 0
+			for _, k := range unionKeys(base, dest, src) {
+				bv, inB := base[k]
+				dv, inD := dest[k]
+				sv, inS := src[k]
+				same := func(a graveler.Value, inA bool, b graveler.Value, inB bool) bool {
+					return inA == inB && (!inA || string(a.Identity) == string(b.Identity))
+				}
+				if same(bv, inB, sv, inS) || same(dv, inD, sv, inS) {
 					continue
 				}
+				if !same(bv, inB, dv, inD) {
+					conflicts++
+					if strategy != graveler.MergeStrategySourceWins {
+						continue
+					}
+				}
+				if inS {
+					want[k] = sv
+				} else {
+					delete(want, k)
+				}
 			}
-			if inS {
-				want[k] = sv
-			} else {
-				delete(want, k)
+			id, _, err := m.Merge(ctx, ns, destID, srcID, baseID, strategy)
+			switch {
+			case conflicts > 0 && strategy == graveler.MergeStrategyNone:
+				c, ok := errors.AsType[*graveler.MergeConflictError](err)
+				if !ok || c.Total != conflicts {
+					t.Fatalf("iteration %d: want %d conflicts, got %v", iter, conflicts, err)
+				}
+				continue
+			case errors.Is(err, graveler.ErrNoChanges):
+				it, _ := m.List(ctx, ns, destID)
+				if sameRecords(collect(t, it), want.records()) != nil {
+					t.Fatalf("iteration %d: ErrNoChanges but the merge changes dest", iter)
+				}
+				continue
+			case err != nil:
+				t.Fatalf("iteration %d: %v", iter, err)
 			}
-		}
-		id, _, err := m.Merge(ctx, ns, destID, srcID, baseID, strategy)
-		switch {
-		case conflicts > 0 && strategy == graveler.MergeStrategyNone:
-			c, ok := errors.AsType[*graveler.MergeConflictError](err)
-			if !ok || c.Total != conflicts {
-				t.Fatalf("iteration %d: want %d conflicts, got %v", iter, conflicts, err)
+			it, _ := m.List(ctx, ns, id)
+			if err := sameRecords(collect(t, it), want.records()); err != nil {
+				t.Fatalf("iteration %d (strategy %d): %v", iter, strategy, err)
 			}
-			continue
-		case errors.Is(err, graveler.ErrNoChanges):
-			it, _ := m.List(ctx, ns, destID)
-			if sameRecords(collect(t, it), want.records()) != nil {
-				t.Fatalf("iteration %d: ErrNoChanges but the merge changes dest", iter)
-			}
-			continue
-		case err != nil:
-			t.Fatalf("iteration %d: %v", iter, err)
-		}
-		it, _ := m.List(ctx, ns, id)
-		if err := sameRecords(collect(t, it), want.records()); err != nil {
-			t.Fatalf("iteration %d (strategy %d): %v", iter, strategy, err)
 		}
 	}
 }

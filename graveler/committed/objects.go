@@ -11,7 +11,8 @@ import (
 const (
 	// RangesPrefix holds the ranges: RangesPrefix + id.
 	RangesPrefix = rangesPrefix
-	// MetaRangesPrefix holds the metaranges: MetaRangesPrefix + id.
+	// MetaRangesPrefix holds the trees' roots and inner nodes (which share
+	// one format): MetaRangesPrefix + id.
 	MetaRangesPrefix = metarangesPrefix
 )
 
@@ -36,7 +37,8 @@ func (k ObjectKind) String() string {
 // RangeObjectName is the blob name of range id.
 func RangeObjectName(id graveler.RangeID) string { return rangeBlobName(id) }
 
-// MetaRangeObjectName is the blob name of metarange id.
+// MetaRangeObjectName is the blob name of metarange id: a tree's root or
+// inner node.
 func MetaRangeObjectName(id graveler.MetaRangeID) string { return metaRangeBlobName(id) }
 
 // ParseObjectName tells a range's or a metarange's blob name from any

@@ -18,10 +18,15 @@ var ErrCorrupt = errors.New("committed: corrupt object")
 
 // Range file format constants (see the package documentation).
 const (
-	rangeMagic   uint32 = 0x47524e47 // "GRNG" read as a big-endian word
-	rangeVersion uint32 = 1
-	footerLen           = 8 + 8 + 8 + 4 + 4 + 4
-	crcLen              = 4
+	rangeMagic uint32 = 0x47524e47 // "GRNG" read as a big-endian word
+	// leafVersion is the format of leaves (ranges), and of the one-level
+	// trees' metaranges: no level in the footer.
+	leafVersion uint32 = 1
+	// nodeVersion is the format of inner nodes: the footer holds the level.
+	nodeVersion   uint32 = 2
+	footerLen            = 8 + 8 + 8 + 4 + 4 + 4
+	nodeFooterLen        = footerLen + 4
+	crcLen               = 4
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -42,6 +47,9 @@ type rangeBlock struct {
 // increasing key order. Its output depends only on the records and the
 // block size, which is what makes range IDs reproducible.
 type rangeBuilder struct {
+	// level 0 writes a leaf (version 1 footer), above an inner node
+	// (version 2 footer holding the level).
+	level      int
 	blockSize  int
 	buf        []byte
 	blockStart int
@@ -153,8 +161,13 @@ func (b *rangeBuilder) encode() []byte {
 	b.buf = binary.LittleEndian.AppendUint64(b.buf, uint64(indexOff))
 	b.buf = binary.LittleEndian.AppendUint64(b.buf, uint64(indexLen))
 	b.buf = binary.LittleEndian.AppendUint64(b.buf, uint64(b.count))
+	version := leafVersion
+	if b.level > 0 {
+		b.buf = binary.LittleEndian.AppendUint32(b.buf, uint32(b.level))
+		version = nodeVersion
+	}
 	b.buf = binary.LittleEndian.AppendUint32(b.buf, rangeMagic)
-	b.buf = binary.LittleEndian.AppendUint32(b.buf, rangeVersion)
+	b.buf = binary.LittleEndian.AppendUint32(b.buf, version)
 	b.buf = binary.LittleEndian.AppendUint32(b.buf, crc32.Checksum(b.buf[footer:], castagnoli))
 	return b.buf
 }
@@ -165,6 +178,10 @@ type rangeFile struct {
 	data   []byte
 	blocks []rangeBlock
 	count  int
+	// version and level from the footer: leaves and one-level metaranges
+	// are version 1 (level 0 here), inner nodes version 2 with level >= 1.
+	version uint32
+	level   int
 }
 
 // parseRange verifies every checksum and the structure of every record, so
@@ -173,20 +190,38 @@ func parseRange(data []byte) (*rangeFile, error) {
 	if len(data) < footerLen {
 		return nil, corruptf("%d bytes is shorter than a footer", len(data))
 	}
-	footer := data[len(data)-footerLen:]
-	if got, want := crc32.Checksum(footer[:footerLen-crcLen], castagnoli), binary.LittleEndian.Uint32(footer[footerLen-crcLen:]); got != want {
+	tail := data[len(data)-12:]
+	if m := binary.LittleEndian.Uint32(tail); m != rangeMagic {
+		return nil, corruptf("bad magic %08x", m)
+	}
+	version := binary.LittleEndian.Uint32(tail[4:])
+	flen := footerLen
+	switch version {
+	case leafVersion:
+	case nodeVersion:
+		flen = nodeFooterLen
+		if len(data) < flen {
+			return nil, corruptf("%d bytes is shorter than a footer", len(data))
+		}
+	default:
+		return nil, corruptf("unsupported version %d", version)
+	}
+	footer := data[len(data)-flen:]
+	if got, want := crc32.Checksum(footer[:flen-crcLen], castagnoli), binary.LittleEndian.Uint32(footer[flen-crcLen:]); got != want {
 		return nil, corruptf("footer checksum %08x, stored %08x", got, want)
 	}
 	indexOff := binary.LittleEndian.Uint64(footer[0:])
 	indexLen := binary.LittleEndian.Uint64(footer[8:])
 	count := binary.LittleEndian.Uint64(footer[16:])
-	if m := binary.LittleEndian.Uint32(footer[24:]); m != rangeMagic {
-		return nil, corruptf("bad magic %08x", m)
+	level := 0
+	if version == nodeVersion {
+		l := binary.LittleEndian.Uint32(footer[24:])
+		if l == 0 || l > maxLevel {
+			return nil, corruptf("inner node of level %d", l)
+		}
+		level = int(l)
 	}
-	if v := binary.LittleEndian.Uint32(footer[28:]); v != rangeVersion {
-		return nil, corruptf("unsupported version %d", v)
-	}
-	body := uint64(len(data) - footerLen)
+	body := uint64(len(data) - flen)
 	if indexOff > body || indexLen > body-indexOff || body-indexOff-indexLen != crcLen {
 		return nil, corruptf("index at %d+%d does not end before the footer", indexOff, indexLen)
 	}
@@ -199,7 +234,7 @@ func parseRange(data []byte) (*rangeFile, error) {
 	if d.err != nil || nblocks > uint64(len(index)) {
 		return nil, corruptf("bad block count")
 	}
-	f := &rangeFile{data: data, blocks: make([]rangeBlock, 0, nblocks)}
+	f := &rangeFile{data: data, blocks: make([]rangeBlock, 0, nblocks), version: version, level: level}
 	next := 0
 	total := 0
 	for i := uint64(0); i < nblocks; i++ {

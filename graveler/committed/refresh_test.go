@@ -66,94 +66,190 @@ func setMTime(t *testing.T, dir, name string, at time.Time) {
 	}
 }
 
-// TestApplyRefreshesReusedRanges: a range Apply passes through from its
-// base without writing it is touched when it is older than half the GC
-// grace, left alone when younger, and a missing one fails the write
-// instead of giving the new metarange a hole.
+// treeEdges maps every inner node of tree id (blob name) to the blob
+// names of its children.
+func treeEdges(t *testing.T, blobs BlobStore, ns graveler.StorageNamespace, id graveler.MetaRangeID) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	var walk func(id graveler.MetaRangeID)
+	walk = func(id graveler.MetaRangeID) {
+		name := metaRangeBlobName(id)
+		if _, ok := out[name]; ok {
+			return
+		}
+		n, err := ReadTreeNode(context.Background(), blobs, ns, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[name] = nil
+		for _, c := range n.Children {
+			out[name] = append(out[name], childBlobName(n.Level-1, c.ID))
+			if n.Level > 1 {
+				walk(graveler.MetaRangeID(c.ID))
+			}
+		}
+	}
+	walk(id)
+	return out
+}
+
+// multiLevelConfig makes trees of several levels from a few hundred keys:
+// ranges of about 8 keys, nodes of about 4 children.
+func multiLevelConfig() Config {
+	cfg := tinyConfig
+	cfg.MinNodeSize, cfg.MaxNodeSize, cfg.NodeMask = 1, 4<<10, 3
+	return cfg
+}
+
+// TestApplyRefreshesReusedRanges: every stored object a new node names
+// without this write having written it (a subtree passed through from the
+// base, at any level) is touched when it is older than half the GC grace,
+// left alone when younger; objects deeper in a passed-through subtree are
+// not asked about (the base's tree protects them); and a missing one
+// fails the write instead of giving the new tree a hole.
 func TestApplyRefreshesReusedRanges(t *testing.T) {
 	ctx := context.Background()
 	ns, dir := fileNS(t)
 	blobs := NewBucketStore(BucketConfig{})
 	t.Cleanup(func() { blobs.Close() })
-	cfg := tinyConfig
+	cfg := multiLevelConfig()
 	cfg.GCGrace = 6 * time.Hour
-	base := write(t, NewManager(blobs, cfg), ns, numbered(400, "v"))
-	ranges, err := ReadMetaRange(ctx, blobs, ns, base)
+	recs := numbered(400, "v")
+	base := write(t, NewManager(blobs, cfg), ns, recs)
+	baseEdges := treeEdges(t, blobs, ns, base)
+	root, err := ReadTreeNode(ctx, blobs, ns, base)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ranges) < 10 {
-		t.Fatalf("base has %d ranges, want many", len(ranges))
+	if root.Level < 3 {
+		t.Fatalf("base has %d levels, want at least 3", root.Level)
+	}
+	var all []string
+	for parent, children := range baseEdges {
+		all = append(all, parent)
+		all = append(all, children...)
 	}
 	now := time.Now()
 	old, young := now.Add(-10*time.Hour), now.Add(-time.Hour)
-	youngName := rangeBlobName(ranges[1].ID)
-	for i, r := range ranges {
-		at := old
-		if i == 1 {
-			at = young
-		}
-		setMTime(t, dir, rangeBlobName(r.ID), at)
-	}
+	youngName := ""
 
 	// A restarted gravelerd: nothing remembered about the objects.
 	counter := &touchCounter{BlobStore: blobs, touched: map[string]int{}}
 	m := NewManager(counter, cfg)
-	last := numbered(400, "v")[399]
-	changed, _, err := m.Apply(ctx, ns, base, newSliceIter([]graveler.ValueRecord{rec(string(last.Key), "new", "new")}), graveler.ApplyOptions{})
+	last := recs[len(recs)-1]
+	change := func(m *Manager, v string) (graveler.MetaRangeID, error) {
+		id, _, err := m.Apply(ctx, ns, base, newSliceIter([]graveler.ValueRecord{rec(string(last.Key), v, v)}), graveler.ApplyOptions{})
+		return id, err
+	}
+	// Learn which base objects the new tree's new nodes name (by applying
+	// the change once through another Manager), then age them all again.
+	probe, err := change(NewManager(blobs, cfg), "new")
 	if err != nil {
 		t.Fatal(err)
 	}
-	after, err := ReadMetaRange(ctx, blobs, ns, changed)
+	after := treeEdges(t, blobs, ns, probe)
+	direct := map[string]bool{}
+	levels := map[string]bool{}
+	for parent, children := range after {
+		if _, inBase := baseEdges[parent]; inBase {
+			continue
+		}
+		for _, c := range children {
+			_, isBaseNode := baseEdges[c]
+			if isBaseNode || slicesContains(all, c) {
+				direct[c] = true
+				if strings.HasPrefix(c, metarangesPrefix) {
+					levels["node"] = true
+				} else {
+					levels["range"] = true
+				}
+			}
+		}
+	}
+	if !levels["node"] || !levels["range"] {
+		t.Fatalf("the change passes through %v, want both ranges and nodes", levels)
+	}
+	for name := range direct {
+		youngName = name
+		break
+	}
+	for _, name := range all {
+		setMTime(t, dir, name, old)
+	}
+	setMTime(t, dir, youngName, young)
+
+	changed, err := change(m, "new")
 	if err != nil {
 		t.Fatal(err)
 	}
-	reused := 0
-	for _, r := range after {
-		name := rangeBlobName(r.ID)
+	if changed != probe {
+		t.Fatalf("the same change gave %s, then %s", probe, changed)
+	}
+	touched := counter.touches()
+	for _, name := range all {
 		mt := fileMTime(t, dir, name)
 		switch {
 		case name == youngName:
-			if !mt.Equal(young) {
-				t.Errorf("a range 1h old (grace 6h) was touched: %v -> %v", young, mt)
+			if !mt.Equal(young) || touched[name] != 0 {
+				t.Errorf("an object 1h old (grace 6h) was touched: %v -> %v", young, mt)
 			}
-		case mt.Before(now.Add(-time.Minute)):
-			t.Errorf("range %s of the new metarange is still %v old", r.ID, now.Sub(mt).Round(time.Minute))
-		}
-		for _, b := range ranges {
-			if b.ID == r.ID {
-				reused++
+		case direct[name]:
+			if mt.Before(now.Add(-time.Minute)) || touched[name] != 1 {
+				t.Errorf("%s, named by a new node, is still %v old (touched %d times)", name, now.Sub(mt).Round(time.Minute), touched[name])
 			}
+		case touched[name] != 0:
+			t.Errorf("%s, not named by a new node, was touched", name)
 		}
 	}
-	if reused < len(ranges)-2 {
-		t.Fatalf("only %d of %d base ranges passed through", reused, len(ranges))
-	}
-	touched := counter.touches()
-	if touched[youngName] != 0 || len(touched) < reused-1 {
-		t.Errorf("touched %d objects (the young one %d times), want the %d old reused ones", len(touched), touched[youngName], reused-1)
+	if len(direct) < 4 {
+		t.Fatalf("only %d objects passed through", len(direct))
 	}
 
-	// The same commit again from this Manager: it knows the ranges are
+	// The same commit again from this Manager: it knows the objects are
 	// fresh and asks the store nothing.
 	stats := counter.stats.Load()
-	if _, _, err := m.Apply(ctx, ns, base, newSliceIter([]graveler.ValueRecord{rec(string(last.Key), "newer", "newer")}), graveler.ApplyOptions{}); err != nil {
+	if _, err := change(m, "newer"); err != nil {
 		t.Fatal(err)
 	}
 	if n := counter.stats.Load() - stats; n != 0 {
-		t.Errorf("a second Apply over fresh ranges made %d Stats", n)
+		t.Errorf("a second Apply over fresh objects made %d Stats", n)
 	}
 
-	// A reused range that is gone fails the write.
-	// A blob of the test's own namespace, not a kv record.
-	if err := blobs.Delete(ctx, ns, rangeBlobName(ranges[3].ID)); err != nil {
-		t.Fatal(err)
+	// A passed-through object that is gone fails the write: a range, and
+	// an inner node.
+	for _, prefix := range []string{rangesPrefix, metarangesPrefix} {
+		var gone string
+		for name := range direct {
+			if strings.HasPrefix(name, prefix) && name != youngName {
+				gone = name
+				break
+			}
+		}
+		data, err := blobs.Get(ctx, ns, gone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A blob of the test's own namespace, not a kv record.
+		if err := blobs.Delete(ctx, ns, gone); err != nil {
+			t.Fatal(err)
+		}
+		_, err = change(NewManager(blobs, cfg), "third")
+		if !errors.Is(err, ErrBlobNotFound) || !strings.Contains(err.Error(), gone) {
+			t.Fatalf("Apply over a base whose %s is gone = %v, want ErrBlobNotFound naming it", gone, err)
+		}
+		if err := blobs.Put(ctx, ns, gone, data); err != nil {
+			t.Fatal(err)
+		}
 	}
-	m2 := NewManager(blobs, cfg)
-	_, _, err = m2.Apply(ctx, ns, base, newSliceIter([]graveler.ValueRecord{rec(string(last.Key), "third", "third")}), graveler.ApplyOptions{})
-	if !errors.Is(err, ErrBlobNotFound) || !strings.Contains(err.Error(), string(ranges[3].ID)) {
-		t.Fatalf("Apply over a base whose range is gone = %v, want ErrBlobNotFound naming the range", err)
+}
+
+func slicesContains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
 	}
+	return false
 }
 
 // TestLongApplyRefreshesItsOwnRanges: ranges an Apply wrote more than half

@@ -5,25 +5,38 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"graveler/graveler"
 )
 
 // The functions below check stored objects for a consistency checker
-// (package fsck). They read the blob store directly, never through a
-// Manager's caches: a check must see what is stored now, and checking an
-// object once must not evict what a serving Manager keeps warm.
+// (package fsck) and a collector (the cleaner's GC). They read the blob
+// store directly, never through a Manager's caches: a check must see what
+// is stored now, and checking an object once must not evict what a
+// serving Manager keeps warm.
 
-// ReadMetaRange reads metarange id from ns, checks that its bytes hash to
-// id and decode (checksums, ranges in key order, not overlapping, valid
-// range ids), and returns its ranges in key order. The empty tree "" has
-// no ranges. Errors: ErrInvalidID for a malformed id; an error wrapping
-// both graveler.ErrMetaRangeNotFound and ErrBlobNotFound when it is not
-// stored; ErrCorrupt when it is damaged; a blob store failure wrapped.
-func ReadMetaRange(ctx context.Context, blobs BlobStore, ns graveler.StorageNamespace, id graveler.MetaRangeID) ([]RangeDescriptor, error) {
-	if id == "" {
-		return nil, nil
-	}
+// TreeNode is a verified inner node of a tree (a root is one too).
+type TreeNode struct {
+	// Level is 1 for a node whose children are ranges, n for one whose
+	// children are nodes of level n-1.
+	Level int
+	// Children in key order, not overlapping.
+	Children []RangeDescriptor
+	// RecordsSize is the total of the node's encoded child entries: the
+	// EstimatedSize its parent's entry for it must hold.
+	RecordsSize int
+	// Size is its size in bytes in the store.
+	Size int
+}
+
+// ReadTreeNode reads inner node (or root) id from ns and checks it: its
+// bytes hash to id, checksums hold, children are in key order, not
+// overlapping, with valid IDs. Errors: ErrInvalidID for a malformed id; an
+// error wrapping both graveler.ErrMetaRangeNotFound and ErrBlobNotFound
+// when it is not stored; ErrCorrupt when it is damaged; a blob store
+// failure wrapped.
+func ReadTreeNode(ctx context.Context, blobs BlobStore, ns graveler.StorageNamespace, id graveler.MetaRangeID) (*TreeNode, error) {
 	if err := checkMetaRangeID(id); err != nil {
 		return nil, err
 	}
@@ -37,11 +50,86 @@ func ReadMetaRange(ctx context.Context, blobs BlobStore, ns graveler.StorageName
 	if got := contentID(data); got != string(id) {
 		return nil, fmt.Errorf("%w: metarange %s: content hashes to %s", ErrCorrupt, id, got)
 	}
-	mr, err := decodeMetaRange(data)
+	n, err := decodeNode(data)
 	if err != nil {
 		return nil, fmt.Errorf("committed: metarange %s: %w", id, err)
 	}
-	return mr.ranges, nil
+	return &TreeNode{Level: n.level, Children: n.children, RecordsSize: n.size, Size: n.stored}, nil
+}
+
+// Matches checks a verified inner node against the entry d naming it in
+// a parent of level parentLevel: one level below it, its first and last
+// keys d's bounds, d.Count entries below it and d.EstimatedSize bytes of
+// entries. The error wraps ErrCorrupt.
+func (n *TreeNode) Matches(d RangeDescriptor, parentLevel int) error {
+	count := 0
+	for _, c := range n.Children {
+		count += c.Count
+	}
+	minKey, maxKey := n.Children[0].MinKey, n.Children[len(n.Children)-1].MaxKey
+	switch {
+	case n.Level != parentLevel-1:
+		return fmt.Errorf("%w: metarange %s is of level %d under a node of level %d", ErrCorrupt, d.ID, n.Level, parentLevel)
+	case bytes.Compare(minKey, d.MinKey) < 0 || bytes.Compare(maxKey, d.MaxKey) > 0:
+		return fmt.Errorf("%w: metarange %s holds keys [%q, %q] outside its parent's bounds [%q, %q]", ErrCorrupt, d.ID, minKey, maxKey, d.MinKey, d.MaxKey)
+	case !bytes.Equal(minKey, d.MinKey) || !bytes.Equal(maxKey, d.MaxKey):
+		return fmt.Errorf("%w: metarange %s holds keys [%q, %q], its parent's entry says [%q, %q]", ErrCorrupt, d.ID, minKey, maxKey, d.MinKey, d.MaxKey)
+	case count != d.Count:
+		return fmt.Errorf("%w: metarange %s holds %d entries, its parent's entry says %d", ErrCorrupt, d.ID, count, d.Count)
+	case n.RecordsSize != d.EstimatedSize:
+		return fmt.Errorf("%w: metarange %s holds %d bytes of entries, its parent's entry says %d", ErrCorrupt, d.ID, n.RecordsSize, d.EstimatedSize)
+	}
+	return nil
+}
+
+// ReadMetaRange reads every inner node of tree id from ns, checking each
+// as ReadTreeNode does and that each is at the level its parent says, and
+// returns the tree's ranges in key order. The empty tree "" has none.
+// Errors: those of ReadTreeNode (graveler.ErrMetaRangeNotFound only for a
+// missing root; a missing inner node wraps ErrBlobNotFound).
+func ReadMetaRange(ctx context.Context, blobs BlobStore, ns graveler.StorageNamespace, id graveler.MetaRangeID) ([]RangeDescriptor, error) {
+	if id == "" {
+		return nil, nil
+	}
+	root, err := ReadTreeNode(ctx, blobs, ns, id)
+	if err != nil {
+		return nil, err
+	}
+	var out []RangeDescriptor
+	var walk func(n *TreeNode) error
+	walk = func(n *TreeNode) error {
+		if n.Level == 1 {
+			out = append(out, n.Children...)
+			return nil
+		}
+		for _, d := range n.Children {
+			c, err := readInner(ctx, blobs, ns, d, n.Level)
+			if err != nil {
+				return err
+			}
+			if err := walk(c); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return out, walk(root)
+}
+
+// readInner reads the inner node d names in a node of level parent.
+func readInner(ctx context.Context, blobs BlobStore, ns graveler.StorageNamespace, d RangeDescriptor, parent int) (*TreeNode, error) {
+	c, err := ReadTreeNode(ctx, blobs, ns, graveler.MetaRangeID(d.ID))
+	if errors.Is(err, ErrBlobNotFound) {
+		// Not the tree missing: a hole in it.
+		return nil, fmt.Errorf("committed: inner node %s: %w", metaRangeBlobName(graveler.MetaRangeID(d.ID)), ErrBlobNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if c.Level != parent-1 {
+		return nil, fmt.Errorf("%w: metarange %s is of level %d under a node of level %d", ErrCorrupt, d.ID, c.Level, parent)
+	}
+	return c, nil
 }
 
 // RangeExists reports whether range id is stored in ns, without reading
@@ -58,11 +146,13 @@ func RangeExists(ctx context.Context, blobs BlobStore, ns graveler.StorageNamesp
 }
 
 // RangeSummary is what VerifyRange learned of a range's content: its
-// first and last keys, its records and its size in bytes.
+// first and last keys, its records, its size in bytes and the total of
+// its encoded records.
 type RangeSummary struct {
 	MinKey, MaxKey graveler.Key
 	Count          int
 	Size           int
+	RecordsSize    int
 }
 
 // VerifyRange reads range id from ns and checks it completely: its bytes
@@ -85,25 +175,34 @@ func VerifyRange(ctx context.Context, blobs BlobStore, ns graveler.StorageNamesp
 	if err != nil {
 		return RangeSummary{}, fmt.Errorf("committed: range %s: %w", id, err)
 	}
+	if f.version != leafVersion {
+		return RangeSummary{}, fmt.Errorf("%w: range %s has an inner node's format", ErrCorrupt, id)
+	}
 	if f.count == 0 {
-		// The writer never stores an empty range: a metarange entry needs
+		// The writer never stores an empty range: a node's entry needs
 		// a first and a last key.
 		return RangeSummary{}, fmt.Errorf("%w: range %s holds no records", ErrCorrupt, id)
 	}
+	records := 0
+	for _, b := range f.blocks {
+		records += b.n
+	}
 	// Copies: the summary may be kept long after data is released.
 	return RangeSummary{
-		MinKey: bytes.Clone(f.blocks[0].first),
-		MaxKey: bytes.Clone(f.lastKey()),
-		Count:  f.count,
-		Size:   len(data),
+		MinKey:      bytes.Clone(f.blocks[0].first),
+		MaxKey:      bytes.Clone(f.lastKey()),
+		Count:       f.count,
+		Size:        len(data),
+		RecordsSize: records,
 	}, nil
 }
 
-// Matches checks a verified range against the metarange entry that names
-// it: every key within [d.MinKey, d.MaxKey], with those two keys its first
-// and last (the writer records them so), and d.Count records. A range
-// reaching outside its entry's bounds would hide keys from lookups, which
-// search the metarange by those bounds. The error wraps ErrCorrupt.
+// Matches checks a verified range against the node entry that names it:
+// every key within [d.MinKey, d.MaxKey], with those two keys its first
+// and last (the writer records them so), d.Count records and
+// d.EstimatedSize bytes of them. A range reaching outside its entry's
+// bounds would hide keys from lookups, which search the nodes by those
+// bounds. The error wraps ErrCorrupt.
 func (s RangeSummary) Matches(d RangeDescriptor) error {
 	switch {
 	case bytes.Compare(s.MinKey, d.MinKey) < 0 || bytes.Compare(s.MaxKey, d.MaxKey) > 0:
@@ -112,6 +211,83 @@ func (s RangeSummary) Matches(d RangeDescriptor) error {
 		return fmt.Errorf("%w: range %s holds keys [%q, %q], its metarange entry says [%q, %q]", ErrCorrupt, d.ID, s.MinKey, s.MaxKey, d.MinKey, d.MaxKey)
 	case s.Count != d.Count:
 		return fmt.Errorf("%w: range %s holds %d records, its metarange entry says %d", ErrCorrupt, d.ID, s.Count, d.Count)
+	case s.RecordsSize != d.EstimatedSize:
+		return fmt.Errorf("%w: range %s holds %d bytes of records, its metarange entry says %d", ErrCorrupt, d.ID, s.RecordsSize, d.EstimatedSize)
 	}
 	return nil
+}
+
+// ErrSkipSubtree, returned by TreeObjects' fn for an inner node, skips
+// that node's subtree: it is neither read nor walked.
+var ErrSkipSubtree = errors.New("committed: skip this subtree")
+
+// TreeObjects calls fn with the blob name of every object tree id
+// references, the root first and every node before its children, reading
+// the tree's inner nodes from the blob store directly (never a cache) and
+// checking each as ReadMetaRange does. Ranges are named, not read. fn may
+// be called more than once with one name when subtrees are shared, unless
+// it returns ErrSkipSubtree for the node (for a range that return is
+// ignored). The empty tree "" has no objects. Errors: those of
+// ReadMetaRange, and fn's.
+func TreeObjects(ctx context.Context, blobs BlobStore, ns graveler.StorageNamespace, id graveler.MetaRangeID, fn func(name string) error) error {
+	if id == "" {
+		return nil
+	}
+	root, err := ReadTreeNode(ctx, blobs, ns, id)
+	if err != nil {
+		return err
+	}
+	if err := fn(metaRangeBlobName(id)); err != nil {
+		if errors.Is(err, ErrSkipSubtree) {
+			return nil
+		}
+		return err
+	}
+	var walk func(n *TreeNode) error
+	walk = func(n *TreeNode) error {
+		for _, d := range n.Children {
+			if n.Level == 1 {
+				if err := fn(rangeBlobName(d.ID)); err != nil && !errors.Is(err, ErrSkipSubtree) {
+					return err
+				}
+				continue
+			}
+			err := fn(metaRangeBlobName(graveler.MetaRangeID(d.ID)))
+			if errors.Is(err, ErrSkipSubtree) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			c, err := readInner(ctx, blobs, ns, d, n.Level)
+			if err != nil {
+				return err
+			}
+			if err := walk(c); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return walk(root)
+}
+
+// CheckTreeStored returns nil when every object of tree id is stored in
+// ns, asking the blob store itself (inner nodes are read). Otherwise: an
+// error wrapping ErrBlobNotFound naming the first object found missing
+// (and, for the root, graveler.ErrMetaRangeNotFound), or a read failure.
+func CheckTreeStored(ctx context.Context, blobs BlobStore, ns graveler.StorageNamespace, id graveler.MetaRangeID) error {
+	return TreeObjects(ctx, blobs, ns, id, func(name string) error {
+		if !strings.HasPrefix(name, rangesPrefix) {
+			return nil // an inner node: TreeObjects reads it
+		}
+		ok, err := blobs.Exists(ctx, ns, name)
+		if err != nil {
+			return fmt.Errorf("committed: stat %s: %w", name, err)
+		}
+		if !ok {
+			return fmt.Errorf("committed: %s of tree %s: %w", name, id, ErrBlobNotFound)
+		}
+		return nil
+	})
 }

@@ -13,6 +13,7 @@ import (
 
 	"graveler/graveler"
 	"graveler/graveler/committed"
+	"graveler/graveler/gcfence"
 	"graveler/graveler/ref"
 	"graveler/graveler/staging"
 	"graveler/kv"
@@ -28,6 +29,12 @@ type Options struct {
 	// one, closed by t.Cleanup). Services given the same Blobs and kv store
 	// behave like gravelerd replicas sharing one etcd and one bucket.
 	Blobs committed.BlobStore
+	// GCFence wraps the committed manager as gravelerd does (gcfence.Wrap),
+	// so tests of the garbage collector see commits fenced against its
+	// sweeps.
+	GCFence bool
+	// Fence tunes that fence.
+	Fence gcfence.Config
 }
 
 var namespaces atomic.Int64
@@ -47,10 +54,14 @@ func New(t testing.TB, store kv.Store, opts Options) *graveler.Graveler {
 		t.Cleanup(func() { own.Close() })
 		blobs = own
 	}
+	var cm graveler.CommittedManager = committed.NewManager(blobs, opts.Committed)
+	if opts.GCFence {
+		cm = gcfence.Wrap(cm, blobs, gcfence.New(store, opts.Fence))
+	}
 	return graveler.New(
 		ref.New(store, opts.Ref),
 		staging.New(store, opts.Staging),
-		committed.NewManager(blobs, opts.Committed),
+		cm,
 		opts.Graveler,
 	)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 	"strings"
 
 	"graveler/graveler"
@@ -210,6 +211,12 @@ func (q *commitQueue) pop() *graveler.CommitRecord     { return heap.Pop(q).(*gr
 // parent leaves the queue, so no set of visited commits is kept and memory
 // does not grow with the length of history. FirstParent follows first
 // parents only; commits created before Since end their line of the walk.
+//
+// The frontier is the whole state of the walk, so opts.Position can report
+// it (the queue after the commit being yielded, plus that commit's
+// parents) and opts.Resume can rebuild it: a resumed walk reads each
+// pending commit once and then goes on exactly as the first would have,
+// whatever the length of the history already walked.
 func (m *Manager) Log(ctx context.Context, repo *graveler.RepositoryRecord, from graveler.CommitID, opts graveler.LogOptions) iter.Seq2[*graveler.CommitRecord, error] {
 	return func(yield func(*graveler.CommitRecord, error) bool) {
 		part, err := repoPartition(repo)
@@ -217,9 +224,15 @@ func (m *Manager) Log(ctx context.Context, repo *graveler.RepositoryRecord, from
 			yield(nil, err)
 			return
 		}
-		if err := graveler.ValidateCommitID(from); err != nil {
-			yield(nil, err)
-			return
+		start := []graveler.CommitID{from}
+		if len(opts.Resume) > 0 {
+			start = opts.Resume
+		}
+		for _, id := range start {
+			if err := graveler.ValidateCommitID(id); err != nil {
+				yield(nil, err)
+				return
+			}
 		}
 		q := newCommitQueue()
 		enqueue := func(id graveler.CommitID) error {
@@ -234,9 +247,17 @@ func (m *Manager) Log(ctx context.Context, repo *graveler.RepositoryRecord, from
 			q.push(&graveler.CommitRecord{CommitID: id, Commit: c})
 			return nil
 		}
-		if err := enqueue(from); err != nil {
-			yield(nil, err)
-			return
+		for _, id := range start {
+			if err := enqueue(id); err != nil {
+				yield(nil, err)
+				return
+			}
+		}
+		parentsOf := func(rec *graveler.CommitRecord) []graveler.CommitID {
+			if opts.FirstParent && len(rec.Parents) > 1 {
+				return rec.Parents[:1]
+			}
+			return rec.Parents
 		}
 		for q.Len() > 0 {
 			rec := q.pop()
@@ -244,14 +265,29 @@ func (m *Manager) Log(ctx context.Context, repo *graveler.RepositoryRecord, from
 			if !opts.Since.IsZero() && rec.CreationDate.Before(opts.Since) {
 				continue
 			}
-			if !yield(rec, nil) {
+			if opts.Position != nil {
+				opts.Position.Pending = func() []graveler.CommitID {
+					pending := make([]graveler.CommitID, 0, len(q.ids)+len(rec.Parents))
+					for id := range q.ids {
+						pending = append(pending, id)
+					}
+					for _, p := range parentsOf(rec) {
+						if _, ok := q.ids[p]; !ok && !slices.Contains(pending, p) {
+							pending = append(pending, p)
+						}
+					}
+					slices.Sort(pending)
+					return pending
+				}
+			}
+			ok := yield(rec, nil)
+			if opts.Position != nil {
+				opts.Position.Pending = nil
+			}
+			if !ok {
 				return
 			}
-			parents := rec.Parents
-			if opts.FirstParent && len(parents) > 1 {
-				parents = parents[:1]
-			}
-			for _, p := range parents {
+			for _, p := range parentsOf(rec) {
 				if err := enqueue(p); err != nil {
 					yield(nil, err)
 					return

@@ -57,7 +57,8 @@
 //
 // Commits are content addressed (ComputeCommitID documents the encoding),
 // so adding a commit twice is a no-op. Log streams history holding only the
-// walk's frontier.
+// walk's frontier, which it reports (LogOptions.Position) so that a later
+// walk resumes from it (LogOptions.Resume) without walking history again.
 //
 // Records (and namespace claims) are protobuf messages (package refpb)
 // with a format version; a record of a newer format is refused with

@@ -383,3 +383,82 @@ func (m *Manager) ReclaimNamespace(ctx context.Context, ns graveler.StorageNames
 func (m *Manager) ReleaseNamespace(ctx context.Context, ns graveler.StorageNamespace, id graveler.RepositoryID, uid graveler.UniqueID) error {
 	return m.releaseClaim(ctx, ns, id, uid, true)
 }
+
+// BackfillNamespaceClaim gives active incarnation uid of id the claim on
+// its storage namespace when it holds none: a repository created before
+// namespaces were claimed. It reports whether it wrote one. A claim of
+// another incarnation that still counts is left alone and returned as
+// *graveler.NamespaceInUseError (two repositories created on one
+// namespace before claims existed: an operator must move one); a stale
+// one is taken over. The record is read again after the write: if the
+// incarnation was deleted meanwhile (and its reclaim may have found no
+// claim to honour), the claim is released again. For the cleaner; the
+// nesting checks of a create are not applied to existing repositories.
+func (m *Manager) BackfillNamespaceClaim(ctx context.Context, id graveler.RepositoryID, uid graveler.UniqueID) (bool, error) {
+	active := func() (*graveler.Repository, bool, error) {
+		r, _, err := m.getRepositoryRecord(ctx, id)
+		if errors.Is(err, graveler.ErrRepositoryNotFound) {
+			return nil, false, nil
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		return r, r.UniqueID == uid && r.State == graveler.RepositoryStateActive, nil
+	}
+	rec, ok, err := active()
+	if err != nil || !ok {
+		return false, err
+	}
+	_, key, err := claimKey(rec.StorageNamespace)
+	if err != nil {
+		return false, nil // a namespace that does not normalize is never claimed
+	}
+	mine := &NamespaceClaim{Namespace: rec.StorageNamespace, Repository: id, UniqueID: uid, Claimed: m.now().UTC()}
+	for attempt := 0; ; attempt++ {
+		if attempt > m.cfg.BranchUpdateMaxRetries {
+			return false, fmt.Errorf("backfill claim of storage namespace %q: %w", rec.StorageNamespace, graveler.ErrTooManyRetries)
+		}
+		cur, pred, err := m.getClaim(ctx, key)
+		switch {
+		case errors.Is(err, kv.ErrNotFound):
+			pred = kv.Absent
+		case err != nil:
+			return false, err
+		case cur.names(id, uid):
+			return false, nil
+		default:
+			state, again, err := m.holder(ctx, cur)
+			if err != nil {
+				return false, err
+			}
+			if again {
+				continue
+			}
+			if state != "" {
+				return false, m.inUse(rec.StorageNamespace, cur, state)
+			}
+		}
+		data, err := encodeNamespaceClaim(mine)
+		if err != nil {
+			return false, err
+		}
+		err = m.store.SetIf(ctx, keys.Graveler(), key, data, pred)
+		if errors.Is(err, kv.ErrPredicateFailed) {
+			continue
+		}
+		if err != nil {
+			return false, storeErr(err, "backfill claim of storage namespace %q for repository %s", rec.StorageNamespace, id)
+		}
+		break
+	}
+	if _, ok, err := active(); err != nil || !ok {
+		// Deleted between the first read and the claim: the claim must
+		// not outlive it. Not forced: one its reclaim already marked is
+		// the cleaner's to release.
+		if rerr := m.releaseClaim(ctx, rec.StorageNamespace, id, uid, false); rerr != nil {
+			return true, errors.Join(err, rerr)
+		}
+		return false, err
+	}
+	return true, nil
+}

@@ -517,3 +517,117 @@ func TestNamespaceClaimFaults(t *testing.T) {
 		})
 	}
 }
+
+// dropClaim makes ns's holder look like a repository created before
+// claims existed: its record, no claim.
+func (e *ienv) dropClaim(ns graveler.StorageNamespace) {
+	e.t.Helper()
+	norm, err := graveler.NormalizeStorageNamespace(ns)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.inner.Delete(e.ctx, keys.Graveler(), keys.NamespaceClaim(string(norm))); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// TestBackfillNamespaceClaim: a repository created before claims gets its
+// claim once, after which a create on its namespace is refused; a second
+// such repository on the same namespace is reported, not given it; a
+// stale claim is taken over; a repository not active gets none.
+func TestBackfillNamespaceClaim(t *testing.T) {
+	forEachStore(t, func(t *testing.T, newEnv func(t *testing.T) *ienv) {
+		e := newEnv(t)
+		const ns = graveler.StorageNamespace("s3://bucket/legacy")
+		e.mustCreateOn("old", ns)
+		e.dropClaim(ns)
+		// Unclaimed, so a second repository could be created on it, as
+		// before claims existed.
+		e.mustCreateOn("twin", ns)
+		e.dropClaim(ns)
+
+		ok, err := e.m.BackfillNamespaceClaim(e.ctx, "old", e.uidOf("old"))
+		if err != nil || !ok {
+			t.Fatalf("backfill old: %v, %v", ok, err)
+		}
+		e.wantClaim(ns, "old")
+		if ok, err := e.m.BackfillNamespaceClaim(e.ctx, "old", e.uidOf("old")); err != nil || ok {
+			t.Fatalf("backfill again: %v, %v", ok, err)
+		}
+		_, err = e.m.BackfillNamespaceClaim(e.ctx, "twin", e.uidOf("twin"))
+		wantInUse(t, err, "old", "active")
+		e.wantClaim(ns, "old")
+		_, err = e.createOn("new", ns)
+		wantInUse(t, err, "old", "active")
+
+		// Another incarnation's uid: nothing.
+		if ok, err := e.m.BackfillNamespaceClaim(e.ctx, "twin", "0123456789abcdef0123456789abcdef"); err != nil || ok {
+			t.Fatalf("backfill of a uid that is not the record's: %v, %v", ok, err)
+		}
+
+		// "old" deleted and its work item gone: its claim is stale, and
+		// "twin" takes it over.
+		uid := e.uidOf("old")
+		if err := e.m.DeleteRepository(e.ctx, "old"); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.inner.Delete(e.ctx, keys.Deleted(), keys.DeletedRepository("old", string(uid))); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := e.m.BackfillNamespaceClaim(e.ctx, "twin", e.uidOf("twin")); err != nil || !ok {
+			t.Fatalf("backfill twin over a stale claim: %v, %v", ok, err)
+		}
+		e.wantClaim(ns, "twin")
+	})
+}
+
+// TestInterleaveNamespaceBackfill: the backfill's claim write held while
+// the repository is deleted and reclaimed (found no claim to honour): the
+// backfill reads the record again and releases what it wrote, so the
+// namespace is free. Given up before the write: nothing written; after:
+// the claim stands, naming the live repository.
+func TestInterleaveNamespaceBackfill(t *testing.T) {
+	forEachStore(t, func(t *testing.T, newEnv func(t *testing.T) *ienv) {
+		for _, m := range kvtest.Modes {
+			t.Run(m.String(), func(t *testing.T) {
+				e := newEnv(t)
+				const ns = graveler.StorageNamespace("file:///lake/legacy")
+				e.mustCreateOn("old", ns)
+				e.dropClaim(ns)
+				uid := e.uidOf("old")
+				norm, _ := graveler.NormalizeStorageNamespace(ns)
+				err := e.interleave(m, kvtest.OpOn(keys.Graveler(), keys.NamespaceClaim(string(norm)), "setif"),
+					func(ctx context.Context) error {
+						_, err := e.m.BackfillNamespaceClaim(ctx, "old", uid)
+						return err
+					},
+					func() {
+						if err := e.m.DeleteRepository(e.ctx, "old"); err != nil {
+							t.Error(err)
+						}
+						e.runCleaner(true)
+					})
+				switch m {
+				case kvtest.Race:
+					if err != nil {
+						t.Fatalf("backfill racing a delete: %v", err)
+					}
+					if c := e.claimOf(ns); c != nil {
+						t.Fatalf("claim of a reclaimed repository left behind: %+v", c)
+					}
+					e.mustCreateOn("next", ns)
+					e.wantClaim(ns, "next")
+				default:
+					wantFailed(t, m, err)
+					c := e.claimOf(ns)
+					if m == kvtest.CancelBefore && c != nil {
+						t.Fatalf("claim written by a backfill given up before its write: %+v", c)
+					}
+					if m == kvtest.CancelAfter {
+						e.wantClaim(ns, "old")
+					}
+				}
+			})
+		}
+	})
+}

@@ -24,6 +24,10 @@ const (
 	// DefaultFencedBatchBytes keeps a shared request well inside etcd's
 	// default 1.5 MiB request limit.
 	DefaultFencedBatchBytes = 512 << 10
+	// DefaultMaxRangeTombstones bounds a token's range tombstones: they
+	// live in one record that every Get of the token's entries reads, so
+	// it stays small (at most about 100 KiB with the longest prefixes).
+	DefaultMaxRangeTombstones = 100
 )
 
 // Config tunes a Manager. The zero value takes the defaults.
@@ -48,6 +52,9 @@ type Config struct {
 	// FencedBatchBytes bounds the bytes of one such request (default
 	// DefaultFencedBatchBytes).
 	FencedBatchBytes int
+	// MaxRangeTombstones bounds the range tombstones (DeletePrefix) one
+	// token holds (default DefaultMaxRangeTombstones).
+	MaxRangeTombstones int
 }
 
 func (c Config) withDefaults() Config {
@@ -68,6 +75,9 @@ func (c Config) withDefaults() Config {
 		c.FencedBatchSize = DefaultFencedBatchSize
 	}
 	c.FencedBatchSize = min(c.FencedBatchSize, kv.MaxSetAndReadOps-8)
+	if c.MaxRangeTombstones <= 0 {
+		c.MaxRangeTombstones = DefaultMaxRangeTombstones
+	}
 	if c.FencedBatchBytes <= 0 {
 		c.FencedBatchBytes = DefaultFencedBatchBytes
 	}

@@ -14,6 +14,17 @@
 // a newer format is refused with ErrUnknownFormat; one that does not decode
 // is ErrCorruptRecord.
 //
+// Range tombstones (DeletePrefix, graveler.RangeStager): a token's are all
+// in one record, ranges (stagingpb.RangeTombstones), so a Get reads them
+// with its entry in one kv request, and one compare-and-swap bounds their
+// number (Config.MaxRangeTombstones, then
+// graveler.ErrTooManyRangeTombstones). A range tombstone and the token's
+// entries are ordered by store revision: an entry written before the
+// tombstone is deleted by it, one written after it survives (ranges.go).
+// Get, ReadAt and List apply a token's own range tombstones (List returns
+// a deleted entry as a tombstone); what they delete in older tokens and in
+// the head is the reader's to apply, from ListRanged's prefixes.
+//
 // Writes: Set is one kv write; SetAndRead is one kv write that also reads
 // other records after it (the writer's fence), one round trip when the store
 // is a kv.SetReader. Concurrent SetAndRead calls of one token share kv
@@ -28,7 +39,7 @@
 // and deletes in chunks, holding one chunk of keys at a time.
 //
 // Reads: List is lazy and paged. It reads nothing until the first Next or
-// SeekGE; its first page is small (Config.ListFirstPageSize) and pages
+// SeekGE (then the ranges record, then entries); its first page is small (Config.ListFirstPageSize) and pages
 // double up to Config.ScanPageSize, so reading a few entries of a token
 // with millions costs one small read, and a full walk streams with memory
 // bounded by one page. Each page is a fresh kv scan: entries written during

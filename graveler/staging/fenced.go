@@ -1,6 +1,7 @@
 package staging
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -423,11 +424,67 @@ func (m *Manager) ParseEntry(st graveler.StagingToken, key graveler.Key, got kv.
 	return v, nil
 }
 
-// ReadAt reads records at one instant (kv.GetMany).
+// ReadAt reads records at one instant (kv.GetMany). The range tombstones
+// of every token whose entries are read are read with them, in the same
+// request when that stays within kv.MaxSetAndReadOps, otherwise just
+// before; an entry one of them deletes is returned as a stored tombstone,
+// so ParseEntry answers for it as Get does.
 func (m *Manager) ReadAt(ctx context.Context, reads []kv.KeyRef) ([]kv.Entry, error) {
-	got, err := kv.GetMany(ctx, m.store, reads)
+	var parts [][]byte
+	for _, r := range reads {
+		if bytes.HasPrefix(r.Partition, keys.StagingPartitionPrefix()) && bytes.HasPrefix(r.Key, []byte(keys.EntryPrefix)) &&
+			!slices.ContainsFunc(parts, func(p []byte) bool { return bytes.Equal(p, r.Partition) }) {
+			parts = append(parts, r.Partition)
+		}
+	}
+	extra := make([]kv.KeyRef, len(parts))
+	for i, p := range parts {
+		extra[i] = rangesRef(p)
+	}
+	var got, ranges []kv.Entry
+	var err error
+	switch {
+	case len(parts) == 0:
+		got, err = kv.GetMany(ctx, m.store, reads)
+	case len(reads)+len(extra) <= kv.MaxSetAndReadOps:
+		got, err = kv.GetMany(ctx, m.store, append(slices.Clip(reads), extra...))
+		if err == nil {
+			got, ranges = got[:len(reads)], got[len(reads):]
+		}
+	default:
+		// Tombstones read before the entries: an entry staged after one
+		// of them is still told from those staged before it.
+		if ranges, err = kv.GetMany(ctx, m.store, extra); err == nil {
+			got, err = kv.GetMany(ctx, m.store, reads)
+		}
+	}
 	if err != nil {
 		return nil, storeErr(err, "read %d records", len(reads))
+	}
+	for i, p := range parts {
+		token, perr := keys.ParseStagingPartition(p)
+		if perr != nil {
+			continue
+		}
+		rs, err := decodeRanges(graveler.StagingToken(token), ranges[i])
+		if err != nil {
+			return nil, err
+		}
+		if len(rs) == 0 {
+			continue
+		}
+		for j, r := range reads {
+			if !bytes.Equal(r.Partition, p) {
+				continue
+			}
+			key, kerr := keys.ParseEntry(r.Key)
+			if kerr != nil {
+				continue
+			}
+			if rev := rs.covering(key); rev > 0 && (got[j].Predicate.IsAbsent() || got[j].Predicate.Version() < rev) {
+				got[j] = kv.Entry{Key: got[j].Key, Value: encode(nil), Predicate: kv.NewPredicate(rev)}
+			}
+		}
 	}
 	return got, nil
 }

@@ -52,8 +52,17 @@ type iterator struct {
 	next func() (kv.Entry, error, bool)
 	stop func()
 	// bounded: the next page is the first since List or a SeekGE, read by
-	// a scan limited to the page.
-	bounded bool
+	// a scan limited to the page; every page is, with boundAll.
+	bounded  bool
+	boundAll bool
+
+	// ranges are the token's range tombstones, read before the first
+	// page (rangesRead); an entry staged before one covering it is
+	// returned as a tombstone.
+	ranges     rangeSet
+	rangesRead bool
+	// read counts the records read (graveler.RecordCounter).
+	read int
 
 	value  *graveler.ValueRecord
 	err    error
@@ -102,6 +111,10 @@ func (it *iterator) Next() bool {
 		it.err = fmt.Errorf("staging: list token %q: key %s: %w", it.token, qkey(key), err)
 		return false
 	}
+	it.read++
+	if v != nil && shadowed(it.ranges, key, e.Predicate.Version()) {
+		v = nil
+	}
 	it.value = &graveler.ValueRecord{Key: key[:len(key):len(key)], Value: v}
 	return true
 }
@@ -114,6 +127,14 @@ func (it *iterator) fetch() bool {
 		it.closeScan()
 		it.err = storeErr(err, "list token %q", it.token)
 		return false
+	}
+	if !it.rangesRead {
+		rs, err := readRangesOf(it.ctx, it.store, it.partition, it.token)
+		if err != nil {
+			it.err = err
+			return false
+		}
+		it.ranges, it.rangesRead = rs, true
 	}
 	clear(it.page)
 	page := it.page[:0]
@@ -150,7 +171,7 @@ func (it *iterator) fetch() bool {
 	if !more || it.bounded {
 		it.closeScan()
 	}
-	it.bounded = false
+	it.bounded = it.boundAll
 	it.page, it.pos = page, 0
 	it.floor, it.floorEx = it.start, false
 	if more {
@@ -205,6 +226,15 @@ func (it *iterator) seekInPage(target []byte) bool {
 	it.floor, it.floorEx = target, false
 	return true
 }
+
+// BoundPages makes every page a scan limited to the page, as the first
+// is: a reader that stops after a bounded number of entries (a listing
+// page's read budget) then never has the store read ahead of it, at the
+// cost of one request per page on a long walk.
+func (it *iterator) BoundPages() { it.boundAll, it.bounded = true, true }
+
+// RecordsRead is how many stored entries the iterator has decoded.
+func (it *iterator) RecordsRead() int { return it.read }
 
 // Err returns the error that ended the iteration, if any.
 func (it *iterator) Err() error { return it.err }

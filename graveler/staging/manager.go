@@ -3,7 +3,6 @@ package staging
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -23,6 +22,7 @@ type Manager struct {
 var (
 	_ graveler.StagingManager = (*Manager)(nil)
 	_ graveler.FencedStager   = (*Manager)(nil)
+	_ graveler.RangeStager    = (*Manager)(nil)
 )
 
 // New returns a Manager over store. It starts no goroutines; the store
@@ -48,11 +48,11 @@ func (m *Manager) Get(ctx context.Context, st graveler.StagingToken, key gravele
 	if err != nil {
 		return nil, err
 	}
-	data, pred, err := m.store.Get(ctx, ref.Partition, ref.Key)
-	if err != nil && !errors.Is(err, kv.ErrNotFound) {
-		return nil, storeErr(err, "get %s in token %q", qkey(key), st)
+	got, err := m.ReadAt(ctx, []kv.KeyRef{ref})
+	if err != nil {
+		return nil, fmt.Errorf("get %s in token %q: %w", qkey(key), st, err)
 	}
-	return m.ParseEntry(st, key, kv.Entry{Key: ref.Key, Value: data, Predicate: pred})
+	return m.ParseEntry(st, key, got[0])
 }
 
 // checkRecord validates what Set and SetBatch write.
@@ -286,8 +286,10 @@ func (m *Manager) Drop(ctx context.Context, st graveler.StagingToken) error {
 }
 
 // List returns an iterator over the token's entries in key order,
-// tombstones included (a ValueRecord with a nil Value). It reads nothing
-// until the first Next or SeekGE, then reads in pages that start at
+// tombstones included (a ValueRecord with a nil Value; also for an entry
+// staged before a range tombstone covering it). It reads nothing until the
+// first Next or SeekGE; then it reads the token's range tombstones, then
+// its entries in pages that start at
 // Config.ListFirstPageSize entries and double up to Config.ScanPageSize.
 // ctx governs every read of the iterator. The iterator must be closed.
 func (m *Manager) List(ctx context.Context, st graveler.StagingToken) (graveler.ValueIterator, error) {

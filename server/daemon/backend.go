@@ -12,6 +12,7 @@ import (
 	"graveler/feed"
 	"graveler/graveler"
 	"graveler/graveler/committed"
+	"graveler/graveler/gcfence"
 	"graveler/graveler/ref"
 	"graveler/graveler/staging"
 	"graveler/kv"
@@ -81,7 +82,10 @@ func openBlobs(cfg *Config, log *zap.Logger) (committed.BlobStore, error) {
 // the kv store, committed data in the blob store.
 func newService(store kv.Store, blobs committed.BlobStore, cfg *Config, log *zap.Logger) *graveler.Graveler {
 	refs := ref.New(store, ref.Config{Logger: log.Named("ref"), BranchReadWindow: cfg.ReadWindow})
-	return graveler.New(refs, staging.New(store, staging.Config{FencedBatchSize: cfg.FencedBatchSize}), committed.NewManager(blobs, committed.Config{GCGrace: cfg.GCGrace}),
+	return graveler.New(refs, staging.New(store, staging.Config{FencedBatchSize: cfg.FencedBatchSize}),
+		// Fenced: the cleaner's GC may delete an object this commit
+		// rewrites or refreshes (gcfence).
+		gcfence.Wrap(committed.NewManager(blobs, committed.Config{GCGrace: cfg.GCGrace}), blobs, gcfence.New(store, gcfence.Config{})),
 		graveler.Config{BranchCacheTTL: cfg.BranchCacheTTL, MaxSealedTokens: cfg.MaxSealedTokens,
-			CommitReadRate: cfg.CommitReadRate, SeparateFenceRead: cfg.SeparateFenceRead})
+			CommitReadRate: cfg.CommitReadRate, CommitPacing: cfg.CommitPacing, SeparateFenceRead: cfg.SeparateFenceRead})
 }

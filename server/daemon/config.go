@@ -94,6 +94,10 @@ type Config struct {
 	// CommitReadRate paces a commit's read of its staged entries, in
 	// entries a second (0: unpaced). See graveler.Config.CommitReadRate.
 	CommitReadRate float64
+	// CommitPacing tunes the adaptive pacing of that read by the writers'
+	// latency, on by default (Off: CommitReadRate alone). See
+	// graveler.CommitPacing.
+	CommitPacing graveler.CommitPacing
 	// SeparateFenceRead turns off folding the writer's fence into the
 	// write's etcd transaction. See graveler.Config.SeparateFenceRead.
 	SeparateFenceRead bool
@@ -244,6 +248,12 @@ func (c *Config) Validate() error {
 	}
 	if c.CommitReadRate < 0 || math.IsNaN(c.CommitReadRate) || math.IsInf(c.CommitReadRate, 0) {
 		bad("commit read rate %v must be 0 (unpaced) or a positive number of entries a second", c.CommitReadRate)
+	}
+	if p := c.CommitPacing; p.Floor < 0 || math.IsNaN(p.Floor) || math.IsInf(p.Floor, 0) {
+		bad("commit pace floor %v must be 0 (default) or a positive number of entries a second", p.Floor)
+	}
+	if p := c.CommitPacing; p.LatencyFactor != 0 && !(p.LatencyFactor >= 1.05 && p.LatencyFactor <= 100) {
+		bad("commit pace latency factor %v must be 0 (default) or between 1.05 and 100", p.LatencyFactor)
 	}
 	if c.LogLevel < zapcore.DebugLevel || c.LogLevel > zapcore.ErrorLevel {
 		bad("log level %q: want debug, info, warn or error", c.LogLevel)

@@ -252,7 +252,7 @@ func (x WatchRefsResponse_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use WatchRefsResponse_Kind.Descriptor instead.
 func (WatchRefsResponse_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{79, 0}
+	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{81, 0}
 }
 
 // Type is what happened.
@@ -340,7 +340,7 @@ func (x RefEvent_Type) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RefEvent_Type.Descriptor instead.
 func (RefEvent_Type) EnumDescriptor() ([]byte, []int) {
-	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{80, 0}
+	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{82, 0}
 }
 
 // Cause is what moved or created a branch.
@@ -418,7 +418,7 @@ func (x RefEvent_Cause) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RefEvent_Cause.Descriptor instead.
 func (RefEvent_Cause) EnumDescriptor() ([]byte, []int) {
-	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{80, 1}
+	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{82, 1}
 }
 
 // Repository is a named collection of branches, tags and commits.
@@ -3551,6 +3551,99 @@ func (*DeleteEntryResponse) Descriptor() ([]byte, []int) {
 	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{53}
 }
 
+// DeletePrefixRequest is the request of DeletePrefix.
+type DeletePrefixRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// branch is "repositories/{repository}/branches/{branch}".
+	Branch string `protobuf:"bytes,1,opt,name=branch,proto3" json:"branch,omitempty"`
+	// prefix selects the keys to delete (at most as long as a key); empty
+	// deletes every key of the branch.
+	Prefix        []byte `protobuf:"bytes,2,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeletePrefixRequest) Reset() {
+	*x = DeletePrefixRequest{}
+	mi := &file_graveler_v1_graveler_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeletePrefixRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeletePrefixRequest) ProtoMessage() {}
+
+func (x *DeletePrefixRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_graveler_v1_graveler_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeletePrefixRequest.ProtoReflect.Descriptor instead.
+func (*DeletePrefixRequest) Descriptor() ([]byte, []int) {
+	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *DeletePrefixRequest) GetBranch() string {
+	if x != nil {
+		return x.Branch
+	}
+	return ""
+}
+
+func (x *DeletePrefixRequest) GetPrefix() []byte {
+	if x != nil {
+		return x.Prefix
+	}
+	return nil
+}
+
+// DeletePrefixResponse is the response of DeletePrefix.
+type DeletePrefixResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeletePrefixResponse) Reset() {
+	*x = DeletePrefixResponse{}
+	mi := &file_graveler_v1_graveler_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeletePrefixResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeletePrefixResponse) ProtoMessage() {}
+
+func (x *DeletePrefixResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_graveler_v1_graveler_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeletePrefixResponse.ProtoReflect.Descriptor instead.
+func (*DeletePrefixResponse) Descriptor() ([]byte, []int) {
+	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{55}
+}
+
 // ListEntriesRequest is the request of ListEntries.
 type ListEntriesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3573,7 +3666,7 @@ type ListEntriesRequest struct {
 
 func (x *ListEntriesRequest) Reset() {
 	*x = ListEntriesRequest{}
-	mi := &file_graveler_v1_graveler_proto_msgTypes[54]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3585,7 +3678,7 @@ func (x *ListEntriesRequest) String() string {
 func (*ListEntriesRequest) ProtoMessage() {}
 
 func (x *ListEntriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_graveler_v1_graveler_proto_msgTypes[54]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3598,7 +3691,7 @@ func (x *ListEntriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEntriesRequest.ProtoReflect.Descriptor instead.
 func (*ListEntriesRequest) Descriptor() ([]byte, []int) {
-	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{54}
+	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ListEntriesRequest) GetRepository() string {
@@ -3646,9 +3739,10 @@ func (x *ListEntriesRequest) GetPageToken() string {
 // ListEntriesResponse is the response of ListEntries.
 type ListEntriesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// entries is one page of entries and common prefixes, in key order.
+	// entries is one page of entries and common prefixes, in key order; it
+	// may be shorter than page_size, or empty, before the end of the list.
 	Entries []*EntryListing `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
-	// next_page_token fetches the next page; empty at the end.
+	// next_page_token fetches the next page; empty only at the end.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3656,7 +3750,7 @@ type ListEntriesResponse struct {
 
 func (x *ListEntriesResponse) Reset() {
 	*x = ListEntriesResponse{}
-	mi := &file_graveler_v1_graveler_proto_msgTypes[55]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3668,7 +3762,7 @@ func (x *ListEntriesResponse) String() string {
 func (*ListEntriesResponse) ProtoMessage() {}
 
 func (x *ListEntriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_graveler_v1_graveler_proto_msgTypes[55]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3681,7 +3775,7 @@ func (x *ListEntriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEntriesResponse.ProtoReflect.Descriptor instead.
 func (*ListEntriesResponse) Descriptor() ([]byte, []int) {
-	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{55}
+	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ListEntriesResponse) GetEntries() []*EntryListing {
@@ -3715,7 +3809,7 @@ type StreamEntriesRequest struct {
 
 func (x *StreamEntriesRequest) Reset() {
 	*x = StreamEntriesRequest{}
-	mi := &file_graveler_v1_graveler_proto_msgTypes[56]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3727,7 +3821,7 @@ func (x *StreamEntriesRequest) String() string {
 func (*StreamEntriesRequest) ProtoMessage() {}
 
 func (x *StreamEntriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_graveler_v1_graveler_proto_msgTypes[56]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3740,7 +3834,7 @@ func (x *StreamEntriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEntriesRequest.ProtoReflect.Descriptor instead.
 func (*StreamEntriesRequest) Descriptor() ([]byte, []int) {
-	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{56}
+	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *StreamEntriesRequest) GetRepository() string {
@@ -3782,7 +3876,7 @@ type StreamEntriesResponse struct {
 
 func (x *StreamEntriesResponse) Reset() {
 	*x = StreamEntriesResponse{}
-	mi := &file_graveler_v1_graveler_proto_msgTypes[57]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3794,7 +3888,7 @@ func (x *StreamEntriesResponse) String() string {
 func (*StreamEntriesResponse) ProtoMessage() {}
 
 func (x *StreamEntriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_graveler_v1_graveler_proto_msgTypes[57]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3807,7 +3901,7 @@ func (x *StreamEntriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEntriesResponse.ProtoReflect.Descriptor instead.
 func (*StreamEntriesResponse) Descriptor() ([]byte, []int) {
-	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{57}
+	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *StreamEntriesResponse) GetEntries() []*EntryListing {
@@ -3830,7 +3924,7 @@ type CommitRequest struct {
 
 func (x *CommitRequest) Reset() {
 	*x = CommitRequest{}
-	mi := &file_graveler_v1_graveler_proto_msgTypes[58]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3842,7 +3936,7 @@ func (x *CommitRequest) String() string {
 func (*CommitRequest) ProtoMessage() {}
 
 func (x *CommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_graveler_v1_graveler_proto_msgTypes[58]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3855,7 +3949,7 @@ func (x *CommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitRequest.ProtoReflect.Descriptor instead.
 func (*CommitRequest) Descriptor() ([]byte, []int) {
-	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{58}
+	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *CommitRequest) GetBranch() string {
@@ -3887,7 +3981,7 @@ type CommitResponse struct {
 
 func (x *CommitResponse) Reset() {
 	*x = CommitResponse{}
-	mi := &file_graveler_v1_graveler_proto_msgTypes[59]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3899,7 +3993,7 @@ func (x *CommitResponse) String() string {
 func (*CommitResponse) ProtoMessage() {}
 
 func (x *CommitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_graveler_v1_graveler_proto_msgTypes[59]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3912,7 +4006,7 @@ func (x *CommitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitResponse.ProtoReflect.Descriptor instead.
 func (*CommitResponse) Descriptor() ([]byte, []int) {
-	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{59}
+	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *CommitResponse) GetCommit() *Commit {
@@ -3948,7 +4042,7 @@ type DiffRequest struct {
 
 func (x *DiffRequest) Reset() {
 	*x = DiffRequest{}
-	mi := &file_graveler_v1_graveler_proto_msgTypes[60]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3960,7 +4054,7 @@ func (x *DiffRequest) String() string {
 func (*DiffRequest) ProtoMessage() {}
 
 func (x *DiffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_graveler_v1_graveler_proto_msgTypes[60]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3973,7 +4067,7 @@ func (x *DiffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffRequest.ProtoReflect.Descriptor instead.
 func (*DiffRequest) Descriptor() ([]byte, []int) {
-	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{60}
+	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *DiffRequest) GetRepository() string {
@@ -4024,7 +4118,7 @@ type DiffResponse struct {
 
 func (x *DiffResponse) Reset() {
 	*x = DiffResponse{}
-	mi := &file_graveler_v1_graveler_proto_msgTypes[61]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4036,7 +4130,7 @@ func (x *DiffResponse) String() string {
 func (*DiffResponse) ProtoMessage() {}
 
 func (x *DiffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_graveler_v1_graveler_proto_msgTypes[61]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4049,7 +4143,7 @@ func (x *DiffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffResponse.ProtoReflect.Descriptor instead.
 func (*DiffResponse) Descriptor() ([]byte, []int) {
-	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{61}
+	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *DiffResponse) GetDifferences() []*Difference {
@@ -4081,7 +4175,7 @@ type StreamDiffRequest struct {
 
 func (x *StreamDiffRequest) Reset() {
 	*x = StreamDiffRequest{}
-	mi := &file_graveler_v1_graveler_proto_msgTypes[62]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4093,7 +4187,7 @@ func (x *StreamDiffRequest) String() string {
 func (*StreamDiffRequest) ProtoMessage() {}
 
 func (x *StreamDiffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_graveler_v1_graveler_proto_msgTypes[62]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4106,7 +4200,7 @@ func (x *StreamDiffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamDiffRequest.ProtoReflect.Descriptor instead.
 func (*StreamDiffRequest) Descriptor() ([]byte, []int) {
-	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{62}
+	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *StreamDiffRequest) GetRepository() string {
@@ -4141,7 +4235,7 @@ type StreamDiffResponse struct {
 
 func (x *StreamDiffResponse) Reset() {
 	*x = StreamDiffResponse{}
-	mi := &file_graveler_v1_graveler_proto_msgTypes[63]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4153,7 +4247,7 @@ func (x *StreamDiffResponse) String() string {
 func (*StreamDiffResponse) ProtoMessage() {}
 
 func (x *StreamDiffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_graveler_v1_graveler_proto_msgTypes[63]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4166,7 +4260,7 @@ func (x *StreamDiffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamDiffResponse.ProtoReflect.Descriptor instead.
 func (*StreamDiffResponse) Descriptor() ([]byte, []int) {
-	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{63}
+	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *StreamDiffResponse) GetDifferences() []*Difference {
@@ -4191,7 +4285,7 @@ type DiffUncommittedRequest struct {
 
 func (x *DiffUncommittedRequest) Reset() {
 	*x = DiffUncommittedRequest{}
-	mi := &file_graveler_v1_graveler_proto_msgTypes[64]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4203,7 +4297,7 @@ func (x *DiffUncommittedRequest) String() string {
 func (*DiffUncommittedRequest) ProtoMessage() {}
 
 func (x *DiffUncommittedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_graveler_v1_graveler_proto_msgTypes[64]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4216,7 +4310,7 @@ func (x *DiffUncommittedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffUncommittedRequest.ProtoReflect.Descriptor instead.
 func (*DiffUncommittedRequest) Descriptor() ([]byte, []int) {
-	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{64}
+	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *DiffUncommittedRequest) GetBranch() string {
@@ -4253,7 +4347,7 @@ type DiffUncommittedResponse struct {
 
 func (x *DiffUncommittedResponse) Reset() {
 	*x = DiffUncommittedResponse{}
-	mi := &file_graveler_v1_graveler_proto_msgTypes[65]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4265,7 +4359,7 @@ func (x *DiffUncommittedResponse) String() string {
 func (*DiffUncommittedResponse) ProtoMessage() {}
 
 func (x *DiffUncommittedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_graveler_v1_graveler_proto_msgTypes[65]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4278,7 +4372,7 @@ func (x *DiffUncommittedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffUncommittedResponse.ProtoReflect.Descriptor instead.
 func (*DiffUncommittedResponse) Descriptor() ([]byte, []int) {
-	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{65}
+	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *DiffUncommittedResponse) GetDifferences() []*Difference {
@@ -4306,7 +4400,7 @@ type StreamDiffUncommittedRequest struct {
 
 func (x *StreamDiffUncommittedRequest) Reset() {
 	*x = StreamDiffUncommittedRequest{}
-	mi := &file_graveler_v1_graveler_proto_msgTypes[66]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4318,7 +4412,7 @@ func (x *StreamDiffUncommittedRequest) String() string {
 func (*StreamDiffUncommittedRequest) ProtoMessage() {}
 
 func (x *StreamDiffUncommittedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_graveler_v1_graveler_proto_msgTypes[66]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4331,7 +4425,7 @@ func (x *StreamDiffUncommittedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamDiffUncommittedRequest.ProtoReflect.Descriptor instead.
 func (*StreamDiffUncommittedRequest) Descriptor() ([]byte, []int) {
-	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{66}
+	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *StreamDiffUncommittedRequest) GetBranch() string {
@@ -4352,7 +4446,7 @@ type StreamDiffUncommittedResponse struct {
 
 func (x *StreamDiffUncommittedResponse) Reset() {
 	*x = StreamDiffUncommittedResponse{}
-	mi := &file_graveler_v1_graveler_proto_msgTypes[67]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4364,7 +4458,7 @@ func (x *StreamDiffUncommittedResponse) String() string {
 func (*StreamDiffUncommittedResponse) ProtoMessage() {}
 
 func (x *StreamDiffUncommittedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_graveler_v1_graveler_proto_msgTypes[67]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4377,7 +4471,7 @@ func (x *StreamDiffUncommittedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamDiffUncommittedResponse.ProtoReflect.Descriptor instead.
 func (*StreamDiffUncommittedResponse) Descriptor() ([]byte, []int) {
-	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{67}
+	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *StreamDiffUncommittedResponse) GetDifferences() []*Difference {
@@ -4409,7 +4503,7 @@ type MergeRequest struct {
 
 func (x *MergeRequest) Reset() {
 	*x = MergeRequest{}
-	mi := &file_graveler_v1_graveler_proto_msgTypes[68]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4421,7 +4515,7 @@ func (x *MergeRequest) String() string {
 func (*MergeRequest) ProtoMessage() {}
 
 func (x *MergeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_graveler_v1_graveler_proto_msgTypes[68]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4434,7 +4528,7 @@ func (x *MergeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeRequest.ProtoReflect.Descriptor instead.
 func (*MergeRequest) Descriptor() ([]byte, []int) {
-	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{68}
+	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *MergeRequest) GetDestination() string {
@@ -4491,7 +4585,7 @@ type MergeResponse struct {
 
 func (x *MergeResponse) Reset() {
 	*x = MergeResponse{}
-	mi := &file_graveler_v1_graveler_proto_msgTypes[69]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4503,7 +4597,7 @@ func (x *MergeResponse) String() string {
 func (*MergeResponse) ProtoMessage() {}
 
 func (x *MergeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_graveler_v1_graveler_proto_msgTypes[69]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4516,7 +4610,7 @@ func (x *MergeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergeResponse.ProtoReflect.Descriptor instead.
 func (*MergeResponse) Descriptor() ([]byte, []int) {
-	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{69}
+	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *MergeResponse) GetCommit() *Commit {
@@ -4558,7 +4652,7 @@ type RevertRequest struct {
 
 func (x *RevertRequest) Reset() {
 	*x = RevertRequest{}
-	mi := &file_graveler_v1_graveler_proto_msgTypes[70]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4570,7 +4664,7 @@ func (x *RevertRequest) String() string {
 func (*RevertRequest) ProtoMessage() {}
 
 func (x *RevertRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_graveler_v1_graveler_proto_msgTypes[70]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4583,7 +4677,7 @@ func (x *RevertRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevertRequest.ProtoReflect.Descriptor instead.
 func (*RevertRequest) Descriptor() ([]byte, []int) {
-	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{70}
+	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *RevertRequest) GetBranch() string {
@@ -4629,7 +4723,7 @@ type RevertResponse struct {
 
 func (x *RevertResponse) Reset() {
 	*x = RevertResponse{}
-	mi := &file_graveler_v1_graveler_proto_msgTypes[71]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4641,7 +4735,7 @@ func (x *RevertResponse) String() string {
 func (*RevertResponse) ProtoMessage() {}
 
 func (x *RevertResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_graveler_v1_graveler_proto_msgTypes[71]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4654,7 +4748,7 @@ func (x *RevertResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevertResponse.ProtoReflect.Descriptor instead.
 func (*RevertResponse) Descriptor() ([]byte, []int) {
-	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{71}
+	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *RevertResponse) GetCommit() *Commit {
@@ -4689,7 +4783,7 @@ type CherryPickRequest struct {
 
 func (x *CherryPickRequest) Reset() {
 	*x = CherryPickRequest{}
-	mi := &file_graveler_v1_graveler_proto_msgTypes[72]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4701,7 +4795,7 @@ func (x *CherryPickRequest) String() string {
 func (*CherryPickRequest) ProtoMessage() {}
 
 func (x *CherryPickRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_graveler_v1_graveler_proto_msgTypes[72]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4714,7 +4808,7 @@ func (x *CherryPickRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CherryPickRequest.ProtoReflect.Descriptor instead.
 func (*CherryPickRequest) Descriptor() ([]byte, []int) {
-	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{72}
+	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *CherryPickRequest) GetBranch() string {
@@ -4760,7 +4854,7 @@ type CherryPickResponse struct {
 
 func (x *CherryPickResponse) Reset() {
 	*x = CherryPickResponse{}
-	mi := &file_graveler_v1_graveler_proto_msgTypes[73]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4772,7 +4866,7 @@ func (x *CherryPickResponse) String() string {
 func (*CherryPickResponse) ProtoMessage() {}
 
 func (x *CherryPickResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_graveler_v1_graveler_proto_msgTypes[73]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4785,7 +4879,7 @@ func (x *CherryPickResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CherryPickResponse.ProtoReflect.Descriptor instead.
 func (*CherryPickResponse) Descriptor() ([]byte, []int) {
-	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{73}
+	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *CherryPickResponse) GetCommit() *Commit {
@@ -4813,7 +4907,7 @@ type DumpRefsRequest struct {
 
 func (x *DumpRefsRequest) Reset() {
 	*x = DumpRefsRequest{}
-	mi := &file_graveler_v1_graveler_proto_msgTypes[74]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4825,7 +4919,7 @@ func (x *DumpRefsRequest) String() string {
 func (*DumpRefsRequest) ProtoMessage() {}
 
 func (x *DumpRefsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_graveler_v1_graveler_proto_msgTypes[74]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4838,7 +4932,7 @@ func (x *DumpRefsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DumpRefsRequest.ProtoReflect.Descriptor instead.
 func (*DumpRefsRequest) Descriptor() ([]byte, []int) {
-	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{74}
+	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *DumpRefsRequest) GetRepository() string {
@@ -4859,7 +4953,7 @@ type DumpRefsResponse struct {
 
 func (x *DumpRefsResponse) Reset() {
 	*x = DumpRefsResponse{}
-	mi := &file_graveler_v1_graveler_proto_msgTypes[75]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4871,7 +4965,7 @@ func (x *DumpRefsResponse) String() string {
 func (*DumpRefsResponse) ProtoMessage() {}
 
 func (x *DumpRefsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_graveler_v1_graveler_proto_msgTypes[75]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4884,7 +4978,7 @@ func (x *DumpRefsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DumpRefsResponse.ProtoReflect.Descriptor instead.
 func (*DumpRefsResponse) Descriptor() ([]byte, []int) {
-	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{75}
+	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *DumpRefsResponse) GetRecords() []*RefsRecord {
@@ -4908,7 +5002,7 @@ type RestoreRefsRequest struct {
 
 func (x *RestoreRefsRequest) Reset() {
 	*x = RestoreRefsRequest{}
-	mi := &file_graveler_v1_graveler_proto_msgTypes[76]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4920,7 +5014,7 @@ func (x *RestoreRefsRequest) String() string {
 func (*RestoreRefsRequest) ProtoMessage() {}
 
 func (x *RestoreRefsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_graveler_v1_graveler_proto_msgTypes[76]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4933,7 +5027,7 @@ func (x *RestoreRefsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreRefsRequest.ProtoReflect.Descriptor instead.
 func (*RestoreRefsRequest) Descriptor() ([]byte, []int) {
-	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{76}
+	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *RestoreRefsRequest) GetRepository() string {
@@ -4965,7 +5059,7 @@ type RestoreRefsResponse struct {
 
 func (x *RestoreRefsResponse) Reset() {
 	*x = RestoreRefsResponse{}
-	mi := &file_graveler_v1_graveler_proto_msgTypes[77]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4977,7 +5071,7 @@ func (x *RestoreRefsResponse) String() string {
 func (*RestoreRefsResponse) ProtoMessage() {}
 
 func (x *RestoreRefsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_graveler_v1_graveler_proto_msgTypes[77]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4990,7 +5084,7 @@ func (x *RestoreRefsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreRefsResponse.ProtoReflect.Descriptor instead.
 func (*RestoreRefsResponse) Descriptor() ([]byte, []int) {
-	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{77}
+	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *RestoreRefsResponse) GetRecords() int64 {
@@ -5032,7 +5126,7 @@ type WatchRefsRequest struct {
 
 func (x *WatchRefsRequest) Reset() {
 	*x = WatchRefsRequest{}
-	mi := &file_graveler_v1_graveler_proto_msgTypes[78]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5044,7 +5138,7 @@ func (x *WatchRefsRequest) String() string {
 func (*WatchRefsRequest) ProtoMessage() {}
 
 func (x *WatchRefsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_graveler_v1_graveler_proto_msgTypes[78]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5057,7 +5151,7 @@ func (x *WatchRefsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRefsRequest.ProtoReflect.Descriptor instead.
 func (*WatchRefsRequest) Descriptor() ([]byte, []int) {
-	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{78}
+	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *WatchRefsRequest) GetRepository() string {
@@ -5109,7 +5203,7 @@ type WatchRefsResponse struct {
 
 func (x *WatchRefsResponse) Reset() {
 	*x = WatchRefsResponse{}
-	mi := &file_graveler_v1_graveler_proto_msgTypes[79]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5121,7 +5215,7 @@ func (x *WatchRefsResponse) String() string {
 func (*WatchRefsResponse) ProtoMessage() {}
 
 func (x *WatchRefsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_graveler_v1_graveler_proto_msgTypes[79]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5134,7 +5228,7 @@ func (x *WatchRefsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRefsResponse.ProtoReflect.Descriptor instead.
 func (*WatchRefsResponse) Descriptor() ([]byte, []int) {
-	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{79}
+	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *WatchRefsResponse) GetKind() WatchRefsResponse_Kind {
@@ -5196,7 +5290,7 @@ type RefEvent struct {
 
 func (x *RefEvent) Reset() {
 	*x = RefEvent{}
-	mi := &file_graveler_v1_graveler_proto_msgTypes[80]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5208,7 +5302,7 @@ func (x *RefEvent) String() string {
 func (*RefEvent) ProtoMessage() {}
 
 func (x *RefEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_graveler_v1_graveler_proto_msgTypes[80]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5221,7 +5315,7 @@ func (x *RefEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefEvent.ProtoReflect.Descriptor instead.
 func (*RefEvent) Descriptor() ([]byte, []int) {
-	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{80}
+	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *RefEvent) GetType() RefEvent_Type {
@@ -5303,7 +5397,7 @@ type GetServerVersionRequest struct {
 
 func (x *GetServerVersionRequest) Reset() {
 	*x = GetServerVersionRequest{}
-	mi := &file_graveler_v1_graveler_proto_msgTypes[81]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5315,7 +5409,7 @@ func (x *GetServerVersionRequest) String() string {
 func (*GetServerVersionRequest) ProtoMessage() {}
 
 func (x *GetServerVersionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_graveler_v1_graveler_proto_msgTypes[81]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5328,7 +5422,7 @@ func (x *GetServerVersionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerVersionRequest.ProtoReflect.Descriptor instead.
 func (*GetServerVersionRequest) Descriptor() ([]byte, []int) {
-	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{81}
+	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{83}
 }
 
 // GetServerVersionResponse is the response of GetServerVersion.
@@ -5344,7 +5438,7 @@ type GetServerVersionResponse struct {
 
 func (x *GetServerVersionResponse) Reset() {
 	*x = GetServerVersionResponse{}
-	mi := &file_graveler_v1_graveler_proto_msgTypes[82]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5356,7 +5450,7 @@ func (x *GetServerVersionResponse) String() string {
 func (*GetServerVersionResponse) ProtoMessage() {}
 
 func (x *GetServerVersionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_graveler_v1_graveler_proto_msgTypes[82]
+	mi := &file_graveler_v1_graveler_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5369,7 +5463,7 @@ func (x *GetServerVersionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerVersionResponse.ProtoReflect.Descriptor instead.
 func (*GetServerVersionResponse) Descriptor() ([]byte, []int) {
-	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{82}
+	return file_graveler_v1_graveler_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *GetServerVersionResponse) GetVersion() string {
@@ -5598,7 +5692,11 @@ const file_graveler_v1_graveler_proto_rawDesc = "" +
 	"\x12DeleteEntryRequest\x12\x16\n" +
 	"\x06branch\x18\x01 \x01(\tR\x06branch\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\fR\x03key\"\x15\n" +
-	"\x13DeleteEntryResponse\"\xb8\x01\n" +
+	"\x13DeleteEntryResponse\"E\n" +
+	"\x13DeletePrefixRequest\x12\x16\n" +
+	"\x06branch\x18\x01 \x01(\tR\x06branch\x12\x16\n" +
+	"\x06prefix\x18\x02 \x01(\fR\x06prefix\"\x16\n" +
+	"\x14DeletePrefixResponse\"\xb8\x01\n" +
 	"\x12ListEntriesRequest\x12\x1e\n" +
 	"\n" +
 	"repository\x18\x01 \x01(\tR\n" +
@@ -5775,7 +5873,7 @@ const file_graveler_v1_graveler_proto_rawDesc = "" +
 	"\x17RESET_SCOPE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fRESET_SCOPE_ALL\x10\x01\x12\x13\n" +
 	"\x0fRESET_SCOPE_KEY\x10\x02\x12\x16\n" +
-	"\x12RESET_SCOPE_PREFIX\x10\x032\xdc\x16\n" +
+	"\x12RESET_SCOPE_PREFIX\x10\x032\xb1\x17\n" +
 	"\x0fGravelerService\x12_\n" +
 	"\x10CreateRepository\x12$.graveler.v1.CreateRepositoryRequest\x1a%.graveler.v1.CreateRepositoryResponse\x12V\n" +
 	"\rGetRepository\x12!.graveler.v1.GetRepositoryRequest\x1a\".graveler.v1.GetRepositoryResponse\x12_\n" +
@@ -5798,7 +5896,8 @@ const file_graveler_v1_graveler_proto_rawDesc = "" +
 	"\bGetEntry\x12\x1c.graveler.v1.GetEntryRequest\x1a\x1d.graveler.v1.GetEntryResponse\x12G\n" +
 	"\bPutEntry\x12\x1c.graveler.v1.PutEntryRequest\x1a\x1d.graveler.v1.PutEntryResponse\x12\\\n" +
 	"\x0fBatchPutEntries\x12#.graveler.v1.BatchPutEntriesRequest\x1a$.graveler.v1.BatchPutEntriesResponse\x12P\n" +
-	"\vDeleteEntry\x12\x1f.graveler.v1.DeleteEntryRequest\x1a .graveler.v1.DeleteEntryResponse\x12P\n" +
+	"\vDeleteEntry\x12\x1f.graveler.v1.DeleteEntryRequest\x1a .graveler.v1.DeleteEntryResponse\x12S\n" +
+	"\fDeletePrefix\x12 .graveler.v1.DeletePrefixRequest\x1a!.graveler.v1.DeletePrefixResponse\x12P\n" +
 	"\vListEntries\x12\x1f.graveler.v1.ListEntriesRequest\x1a .graveler.v1.ListEntriesResponse\x12X\n" +
 	"\rStreamEntries\x12!.graveler.v1.StreamEntriesRequest\x1a\".graveler.v1.StreamEntriesResponse0\x01\x12A\n" +
 	"\x06Commit\x12\x1a.graveler.v1.CommitRequest\x1a\x1b.graveler.v1.CommitResponse\x12;\n" +
@@ -5829,7 +5928,7 @@ func file_graveler_v1_graveler_proto_rawDescGZIP() []byte {
 }
 
 var file_graveler_v1_graveler_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_graveler_v1_graveler_proto_msgTypes = make([]protoimpl.MessageInfo, 85)
+var file_graveler_v1_graveler_proto_msgTypes = make([]protoimpl.MessageInfo, 87)
 var file_graveler_v1_graveler_proto_goTypes = []any{
 	(DiffType)(0),                         // 0: graveler.v1.DiffType
 	(MergeStrategy)(0),                    // 1: graveler.v1.MergeStrategy
@@ -5891,48 +5990,50 @@ var file_graveler_v1_graveler_proto_goTypes = []any{
 	(*BatchPutEntriesResponse)(nil),       // 57: graveler.v1.BatchPutEntriesResponse
 	(*DeleteEntryRequest)(nil),            // 58: graveler.v1.DeleteEntryRequest
 	(*DeleteEntryResponse)(nil),           // 59: graveler.v1.DeleteEntryResponse
-	(*ListEntriesRequest)(nil),            // 60: graveler.v1.ListEntriesRequest
-	(*ListEntriesResponse)(nil),           // 61: graveler.v1.ListEntriesResponse
-	(*StreamEntriesRequest)(nil),          // 62: graveler.v1.StreamEntriesRequest
-	(*StreamEntriesResponse)(nil),         // 63: graveler.v1.StreamEntriesResponse
-	(*CommitRequest)(nil),                 // 64: graveler.v1.CommitRequest
-	(*CommitResponse)(nil),                // 65: graveler.v1.CommitResponse
-	(*DiffRequest)(nil),                   // 66: graveler.v1.DiffRequest
-	(*DiffResponse)(nil),                  // 67: graveler.v1.DiffResponse
-	(*StreamDiffRequest)(nil),             // 68: graveler.v1.StreamDiffRequest
-	(*StreamDiffResponse)(nil),            // 69: graveler.v1.StreamDiffResponse
-	(*DiffUncommittedRequest)(nil),        // 70: graveler.v1.DiffUncommittedRequest
-	(*DiffUncommittedResponse)(nil),       // 71: graveler.v1.DiffUncommittedResponse
-	(*StreamDiffUncommittedRequest)(nil),  // 72: graveler.v1.StreamDiffUncommittedRequest
-	(*StreamDiffUncommittedResponse)(nil), // 73: graveler.v1.StreamDiffUncommittedResponse
-	(*MergeRequest)(nil),                  // 74: graveler.v1.MergeRequest
-	(*MergeResponse)(nil),                 // 75: graveler.v1.MergeResponse
-	(*RevertRequest)(nil),                 // 76: graveler.v1.RevertRequest
-	(*RevertResponse)(nil),                // 77: graveler.v1.RevertResponse
-	(*CherryPickRequest)(nil),             // 78: graveler.v1.CherryPickRequest
-	(*CherryPickResponse)(nil),            // 79: graveler.v1.CherryPickResponse
-	(*DumpRefsRequest)(nil),               // 80: graveler.v1.DumpRefsRequest
-	(*DumpRefsResponse)(nil),              // 81: graveler.v1.DumpRefsResponse
-	(*RestoreRefsRequest)(nil),            // 82: graveler.v1.RestoreRefsRequest
-	(*RestoreRefsResponse)(nil),           // 83: graveler.v1.RestoreRefsResponse
-	(*WatchRefsRequest)(nil),              // 84: graveler.v1.WatchRefsRequest
-	(*WatchRefsResponse)(nil),             // 85: graveler.v1.WatchRefsResponse
-	(*RefEvent)(nil),                      // 86: graveler.v1.RefEvent
-	(*GetServerVersionRequest)(nil),       // 87: graveler.v1.GetServerVersionRequest
-	(*GetServerVersionResponse)(nil),      // 88: graveler.v1.GetServerVersionResponse
-	nil,                                   // 89: graveler.v1.Commit.MetadataEntry
-	nil,                                   // 90: graveler.v1.CommitOptions.MetadataEntry
-	(*timestamppb.Timestamp)(nil),         // 91: google.protobuf.Timestamp
+	(*DeletePrefixRequest)(nil),           // 60: graveler.v1.DeletePrefixRequest
+	(*DeletePrefixResponse)(nil),          // 61: graveler.v1.DeletePrefixResponse
+	(*ListEntriesRequest)(nil),            // 62: graveler.v1.ListEntriesRequest
+	(*ListEntriesResponse)(nil),           // 63: graveler.v1.ListEntriesResponse
+	(*StreamEntriesRequest)(nil),          // 64: graveler.v1.StreamEntriesRequest
+	(*StreamEntriesResponse)(nil),         // 65: graveler.v1.StreamEntriesResponse
+	(*CommitRequest)(nil),                 // 66: graveler.v1.CommitRequest
+	(*CommitResponse)(nil),                // 67: graveler.v1.CommitResponse
+	(*DiffRequest)(nil),                   // 68: graveler.v1.DiffRequest
+	(*DiffResponse)(nil),                  // 69: graveler.v1.DiffResponse
+	(*StreamDiffRequest)(nil),             // 70: graveler.v1.StreamDiffRequest
+	(*StreamDiffResponse)(nil),            // 71: graveler.v1.StreamDiffResponse
+	(*DiffUncommittedRequest)(nil),        // 72: graveler.v1.DiffUncommittedRequest
+	(*DiffUncommittedResponse)(nil),       // 73: graveler.v1.DiffUncommittedResponse
+	(*StreamDiffUncommittedRequest)(nil),  // 74: graveler.v1.StreamDiffUncommittedRequest
+	(*StreamDiffUncommittedResponse)(nil), // 75: graveler.v1.StreamDiffUncommittedResponse
+	(*MergeRequest)(nil),                  // 76: graveler.v1.MergeRequest
+	(*MergeResponse)(nil),                 // 77: graveler.v1.MergeResponse
+	(*RevertRequest)(nil),                 // 78: graveler.v1.RevertRequest
+	(*RevertResponse)(nil),                // 79: graveler.v1.RevertResponse
+	(*CherryPickRequest)(nil),             // 80: graveler.v1.CherryPickRequest
+	(*CherryPickResponse)(nil),            // 81: graveler.v1.CherryPickResponse
+	(*DumpRefsRequest)(nil),               // 82: graveler.v1.DumpRefsRequest
+	(*DumpRefsResponse)(nil),              // 83: graveler.v1.DumpRefsResponse
+	(*RestoreRefsRequest)(nil),            // 84: graveler.v1.RestoreRefsRequest
+	(*RestoreRefsResponse)(nil),           // 85: graveler.v1.RestoreRefsResponse
+	(*WatchRefsRequest)(nil),              // 86: graveler.v1.WatchRefsRequest
+	(*WatchRefsResponse)(nil),             // 87: graveler.v1.WatchRefsResponse
+	(*RefEvent)(nil),                      // 88: graveler.v1.RefEvent
+	(*GetServerVersionRequest)(nil),       // 89: graveler.v1.GetServerVersionRequest
+	(*GetServerVersionResponse)(nil),      // 90: graveler.v1.GetServerVersionResponse
+	nil,                                   // 91: graveler.v1.Commit.MetadataEntry
+	nil,                                   // 92: graveler.v1.CommitOptions.MetadataEntry
+	(*timestamppb.Timestamp)(nil),         // 93: google.protobuf.Timestamp
 }
 var file_graveler_v1_graveler_proto_depIdxs = []int32{
-	91, // 0: graveler.v1.Repository.create_time:type_name -> google.protobuf.Timestamp
-	91, // 1: graveler.v1.Commit.create_time:type_name -> google.protobuf.Timestamp
-	89, // 2: graveler.v1.Commit.metadata:type_name -> graveler.v1.Commit.MetadataEntry
+	93, // 0: graveler.v1.Repository.create_time:type_name -> google.protobuf.Timestamp
+	93, // 1: graveler.v1.Commit.create_time:type_name -> google.protobuf.Timestamp
+	91, // 2: graveler.v1.Commit.metadata:type_name -> graveler.v1.Commit.MetadataEntry
 	10, // 3: graveler.v1.Entry.value:type_name -> graveler.v1.Value
 	10, // 4: graveler.v1.EntryListing.value:type_name -> graveler.v1.Value
 	0,  // 5: graveler.v1.Difference.type:type_name -> graveler.v1.DiffType
 	10, // 6: graveler.v1.Difference.value:type_name -> graveler.v1.Value
-	90, // 7: graveler.v1.CommitOptions.metadata:type_name -> graveler.v1.CommitOptions.MetadataEntry
+	92, // 7: graveler.v1.CommitOptions.metadata:type_name -> graveler.v1.CommitOptions.MetadataEntry
 	9,  // 8: graveler.v1.RefsRecord.commit:type_name -> graveler.v1.Commit
 	7,  // 9: graveler.v1.RefsRecord.branch:type_name -> graveler.v1.Branch
 	8,  // 10: graveler.v1.RefsRecord.tag:type_name -> graveler.v1.Tag
@@ -5950,9 +6051,9 @@ var file_graveler_v1_graveler_proto_depIdxs = []int32{
 	8,  // 22: graveler.v1.ListTagsResponse.tags:type_name -> graveler.v1.Tag
 	9,  // 23: graveler.v1.GetCommitResponse.commit:type_name -> graveler.v1.Commit
 	9,  // 24: graveler.v1.ListCommitsResponse.commits:type_name -> graveler.v1.Commit
-	91, // 25: graveler.v1.LogRequest.since:type_name -> google.protobuf.Timestamp
+	93, // 25: graveler.v1.LogRequest.since:type_name -> google.protobuf.Timestamp
 	9,  // 26: graveler.v1.LogResponse.commits:type_name -> graveler.v1.Commit
-	91, // 27: graveler.v1.StreamLogRequest.since:type_name -> google.protobuf.Timestamp
+	93, // 27: graveler.v1.StreamLogRequest.since:type_name -> google.protobuf.Timestamp
 	9,  // 28: graveler.v1.StreamLogResponse.commits:type_name -> graveler.v1.Commit
 	11, // 29: graveler.v1.GetEntryResponse.entry:type_name -> graveler.v1.Entry
 	11, // 30: graveler.v1.PutEntryRequest.entry:type_name -> graveler.v1.Entry
@@ -5975,7 +6076,7 @@ var file_graveler_v1_graveler_proto_depIdxs = []int32{
 	15, // 47: graveler.v1.DumpRefsResponse.records:type_name -> graveler.v1.RefsRecord
 	15, // 48: graveler.v1.RestoreRefsRequest.records:type_name -> graveler.v1.RefsRecord
 	3,  // 49: graveler.v1.WatchRefsResponse.kind:type_name -> graveler.v1.WatchRefsResponse.Kind
-	86, // 50: graveler.v1.WatchRefsResponse.events:type_name -> graveler.v1.RefEvent
+	88, // 50: graveler.v1.WatchRefsResponse.events:type_name -> graveler.v1.RefEvent
 	4,  // 51: graveler.v1.RefEvent.type:type_name -> graveler.v1.RefEvent.Type
 	5,  // 52: graveler.v1.RefEvent.cause:type_name -> graveler.v1.RefEvent.Cause
 	9,  // 53: graveler.v1.RefEvent.commit:type_name -> graveler.v1.Commit
@@ -6002,58 +6103,60 @@ var file_graveler_v1_graveler_proto_depIdxs = []int32{
 	54, // 74: graveler.v1.GravelerService.PutEntry:input_type -> graveler.v1.PutEntryRequest
 	56, // 75: graveler.v1.GravelerService.BatchPutEntries:input_type -> graveler.v1.BatchPutEntriesRequest
 	58, // 76: graveler.v1.GravelerService.DeleteEntry:input_type -> graveler.v1.DeleteEntryRequest
-	60, // 77: graveler.v1.GravelerService.ListEntries:input_type -> graveler.v1.ListEntriesRequest
-	62, // 78: graveler.v1.GravelerService.StreamEntries:input_type -> graveler.v1.StreamEntriesRequest
-	64, // 79: graveler.v1.GravelerService.Commit:input_type -> graveler.v1.CommitRequest
-	66, // 80: graveler.v1.GravelerService.Diff:input_type -> graveler.v1.DiffRequest
-	68, // 81: graveler.v1.GravelerService.StreamDiff:input_type -> graveler.v1.StreamDiffRequest
-	70, // 82: graveler.v1.GravelerService.DiffUncommitted:input_type -> graveler.v1.DiffUncommittedRequest
-	72, // 83: graveler.v1.GravelerService.StreamDiffUncommitted:input_type -> graveler.v1.StreamDiffUncommittedRequest
-	74, // 84: graveler.v1.GravelerService.Merge:input_type -> graveler.v1.MergeRequest
-	76, // 85: graveler.v1.GravelerService.Revert:input_type -> graveler.v1.RevertRequest
-	78, // 86: graveler.v1.GravelerService.CherryPick:input_type -> graveler.v1.CherryPickRequest
-	80, // 87: graveler.v1.GravelerService.DumpRefs:input_type -> graveler.v1.DumpRefsRequest
-	82, // 88: graveler.v1.GravelerService.RestoreRefs:input_type -> graveler.v1.RestoreRefsRequest
-	84, // 89: graveler.v1.GravelerService.WatchRefs:input_type -> graveler.v1.WatchRefsRequest
-	87, // 90: graveler.v1.GravelerService.GetServerVersion:input_type -> graveler.v1.GetServerVersionRequest
-	17, // 91: graveler.v1.GravelerService.CreateRepository:output_type -> graveler.v1.CreateRepositoryResponse
-	19, // 92: graveler.v1.GravelerService.GetRepository:output_type -> graveler.v1.GetRepositoryResponse
-	21, // 93: graveler.v1.GravelerService.ListRepositories:output_type -> graveler.v1.ListRepositoriesResponse
-	23, // 94: graveler.v1.GravelerService.DeleteRepository:output_type -> graveler.v1.DeleteRepositoryResponse
-	25, // 95: graveler.v1.GravelerService.CreateBranch:output_type -> graveler.v1.CreateBranchResponse
-	27, // 96: graveler.v1.GravelerService.GetBranch:output_type -> graveler.v1.GetBranchResponse
-	29, // 97: graveler.v1.GravelerService.ListBranches:output_type -> graveler.v1.ListBranchesResponse
-	31, // 98: graveler.v1.GravelerService.DeleteBranch:output_type -> graveler.v1.DeleteBranchResponse
-	33, // 99: graveler.v1.GravelerService.ResetHard:output_type -> graveler.v1.ResetHardResponse
-	35, // 100: graveler.v1.GravelerService.Reset:output_type -> graveler.v1.ResetResponse
-	37, // 101: graveler.v1.GravelerService.CreateTag:output_type -> graveler.v1.CreateTagResponse
-	39, // 102: graveler.v1.GravelerService.GetTag:output_type -> graveler.v1.GetTagResponse
-	41, // 103: graveler.v1.GravelerService.ListTags:output_type -> graveler.v1.ListTagsResponse
-	43, // 104: graveler.v1.GravelerService.DeleteTag:output_type -> graveler.v1.DeleteTagResponse
-	45, // 105: graveler.v1.GravelerService.GetCommit:output_type -> graveler.v1.GetCommitResponse
-	47, // 106: graveler.v1.GravelerService.ListCommits:output_type -> graveler.v1.ListCommitsResponse
-	49, // 107: graveler.v1.GravelerService.Log:output_type -> graveler.v1.LogResponse
-	51, // 108: graveler.v1.GravelerService.StreamLog:output_type -> graveler.v1.StreamLogResponse
-	53, // 109: graveler.v1.GravelerService.GetEntry:output_type -> graveler.v1.GetEntryResponse
-	55, // 110: graveler.v1.GravelerService.PutEntry:output_type -> graveler.v1.PutEntryResponse
-	57, // 111: graveler.v1.GravelerService.BatchPutEntries:output_type -> graveler.v1.BatchPutEntriesResponse
-	59, // 112: graveler.v1.GravelerService.DeleteEntry:output_type -> graveler.v1.DeleteEntryResponse
-	61, // 113: graveler.v1.GravelerService.ListEntries:output_type -> graveler.v1.ListEntriesResponse
-	63, // 114: graveler.v1.GravelerService.StreamEntries:output_type -> graveler.v1.StreamEntriesResponse
-	65, // 115: graveler.v1.GravelerService.Commit:output_type -> graveler.v1.CommitResponse
-	67, // 116: graveler.v1.GravelerService.Diff:output_type -> graveler.v1.DiffResponse
-	69, // 117: graveler.v1.GravelerService.StreamDiff:output_type -> graveler.v1.StreamDiffResponse
-	71, // 118: graveler.v1.GravelerService.DiffUncommitted:output_type -> graveler.v1.DiffUncommittedResponse
-	73, // 119: graveler.v1.GravelerService.StreamDiffUncommitted:output_type -> graveler.v1.StreamDiffUncommittedResponse
-	75, // 120: graveler.v1.GravelerService.Merge:output_type -> graveler.v1.MergeResponse
-	77, // 121: graveler.v1.GravelerService.Revert:output_type -> graveler.v1.RevertResponse
-	79, // 122: graveler.v1.GravelerService.CherryPick:output_type -> graveler.v1.CherryPickResponse
-	81, // 123: graveler.v1.GravelerService.DumpRefs:output_type -> graveler.v1.DumpRefsResponse
-	83, // 124: graveler.v1.GravelerService.RestoreRefs:output_type -> graveler.v1.RestoreRefsResponse
-	85, // 125: graveler.v1.GravelerService.WatchRefs:output_type -> graveler.v1.WatchRefsResponse
-	88, // 126: graveler.v1.GravelerService.GetServerVersion:output_type -> graveler.v1.GetServerVersionResponse
-	91, // [91:127] is the sub-list for method output_type
-	55, // [55:91] is the sub-list for method input_type
+	60, // 77: graveler.v1.GravelerService.DeletePrefix:input_type -> graveler.v1.DeletePrefixRequest
+	62, // 78: graveler.v1.GravelerService.ListEntries:input_type -> graveler.v1.ListEntriesRequest
+	64, // 79: graveler.v1.GravelerService.StreamEntries:input_type -> graveler.v1.StreamEntriesRequest
+	66, // 80: graveler.v1.GravelerService.Commit:input_type -> graveler.v1.CommitRequest
+	68, // 81: graveler.v1.GravelerService.Diff:input_type -> graveler.v1.DiffRequest
+	70, // 82: graveler.v1.GravelerService.StreamDiff:input_type -> graveler.v1.StreamDiffRequest
+	72, // 83: graveler.v1.GravelerService.DiffUncommitted:input_type -> graveler.v1.DiffUncommittedRequest
+	74, // 84: graveler.v1.GravelerService.StreamDiffUncommitted:input_type -> graveler.v1.StreamDiffUncommittedRequest
+	76, // 85: graveler.v1.GravelerService.Merge:input_type -> graveler.v1.MergeRequest
+	78, // 86: graveler.v1.GravelerService.Revert:input_type -> graveler.v1.RevertRequest
+	80, // 87: graveler.v1.GravelerService.CherryPick:input_type -> graveler.v1.CherryPickRequest
+	82, // 88: graveler.v1.GravelerService.DumpRefs:input_type -> graveler.v1.DumpRefsRequest
+	84, // 89: graveler.v1.GravelerService.RestoreRefs:input_type -> graveler.v1.RestoreRefsRequest
+	86, // 90: graveler.v1.GravelerService.WatchRefs:input_type -> graveler.v1.WatchRefsRequest
+	89, // 91: graveler.v1.GravelerService.GetServerVersion:input_type -> graveler.v1.GetServerVersionRequest
+	17, // 92: graveler.v1.GravelerService.CreateRepository:output_type -> graveler.v1.CreateRepositoryResponse
+	19, // 93: graveler.v1.GravelerService.GetRepository:output_type -> graveler.v1.GetRepositoryResponse
+	21, // 94: graveler.v1.GravelerService.ListRepositories:output_type -> graveler.v1.ListRepositoriesResponse
+	23, // 95: graveler.v1.GravelerService.DeleteRepository:output_type -> graveler.v1.DeleteRepositoryResponse
+	25, // 96: graveler.v1.GravelerService.CreateBranch:output_type -> graveler.v1.CreateBranchResponse
+	27, // 97: graveler.v1.GravelerService.GetBranch:output_type -> graveler.v1.GetBranchResponse
+	29, // 98: graveler.v1.GravelerService.ListBranches:output_type -> graveler.v1.ListBranchesResponse
+	31, // 99: graveler.v1.GravelerService.DeleteBranch:output_type -> graveler.v1.DeleteBranchResponse
+	33, // 100: graveler.v1.GravelerService.ResetHard:output_type -> graveler.v1.ResetHardResponse
+	35, // 101: graveler.v1.GravelerService.Reset:output_type -> graveler.v1.ResetResponse
+	37, // 102: graveler.v1.GravelerService.CreateTag:output_type -> graveler.v1.CreateTagResponse
+	39, // 103: graveler.v1.GravelerService.GetTag:output_type -> graveler.v1.GetTagResponse
+	41, // 104: graveler.v1.GravelerService.ListTags:output_type -> graveler.v1.ListTagsResponse
+	43, // 105: graveler.v1.GravelerService.DeleteTag:output_type -> graveler.v1.DeleteTagResponse
+	45, // 106: graveler.v1.GravelerService.GetCommit:output_type -> graveler.v1.GetCommitResponse
+	47, // 107: graveler.v1.GravelerService.ListCommits:output_type -> graveler.v1.ListCommitsResponse
+	49, // 108: graveler.v1.GravelerService.Log:output_type -> graveler.v1.LogResponse
+	51, // 109: graveler.v1.GravelerService.StreamLog:output_type -> graveler.v1.StreamLogResponse
+	53, // 110: graveler.v1.GravelerService.GetEntry:output_type -> graveler.v1.GetEntryResponse
+	55, // 111: graveler.v1.GravelerService.PutEntry:output_type -> graveler.v1.PutEntryResponse
+	57, // 112: graveler.v1.GravelerService.BatchPutEntries:output_type -> graveler.v1.BatchPutEntriesResponse
+	59, // 113: graveler.v1.GravelerService.DeleteEntry:output_type -> graveler.v1.DeleteEntryResponse
+	61, // 114: graveler.v1.GravelerService.DeletePrefix:output_type -> graveler.v1.DeletePrefixResponse
+	63, // 115: graveler.v1.GravelerService.ListEntries:output_type -> graveler.v1.ListEntriesResponse
+	65, // 116: graveler.v1.GravelerService.StreamEntries:output_type -> graveler.v1.StreamEntriesResponse
+	67, // 117: graveler.v1.GravelerService.Commit:output_type -> graveler.v1.CommitResponse
+	69, // 118: graveler.v1.GravelerService.Diff:output_type -> graveler.v1.DiffResponse
+	71, // 119: graveler.v1.GravelerService.StreamDiff:output_type -> graveler.v1.StreamDiffResponse
+	73, // 120: graveler.v1.GravelerService.DiffUncommitted:output_type -> graveler.v1.DiffUncommittedResponse
+	75, // 121: graveler.v1.GravelerService.StreamDiffUncommitted:output_type -> graveler.v1.StreamDiffUncommittedResponse
+	77, // 122: graveler.v1.GravelerService.Merge:output_type -> graveler.v1.MergeResponse
+	79, // 123: graveler.v1.GravelerService.Revert:output_type -> graveler.v1.RevertResponse
+	81, // 124: graveler.v1.GravelerService.CherryPick:output_type -> graveler.v1.CherryPickResponse
+	83, // 125: graveler.v1.GravelerService.DumpRefs:output_type -> graveler.v1.DumpRefsResponse
+	85, // 126: graveler.v1.GravelerService.RestoreRefs:output_type -> graveler.v1.RestoreRefsResponse
+	87, // 127: graveler.v1.GravelerService.WatchRefs:output_type -> graveler.v1.WatchRefsResponse
+	90, // 128: graveler.v1.GravelerService.GetServerVersion:output_type -> graveler.v1.GetServerVersionResponse
+	92, // [92:129] is the sub-list for method output_type
+	55, // [55:92] is the sub-list for method input_type
 	55, // [55:55] is the sub-list for extension type_name
 	55, // [55:55] is the sub-list for extension extendee
 	0,  // [0:55] is the sub-list for field type_name
@@ -6075,7 +6178,7 @@ func file_graveler_v1_graveler_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_graveler_v1_graveler_proto_rawDesc), len(file_graveler_v1_graveler_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   85,
+			NumMessages:   87,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

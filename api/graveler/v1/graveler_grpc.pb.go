@@ -41,6 +41,7 @@ const (
 	GravelerService_PutEntry_FullMethodName              = "/graveler.v1.GravelerService/PutEntry"
 	GravelerService_BatchPutEntries_FullMethodName       = "/graveler.v1.GravelerService/BatchPutEntries"
 	GravelerService_DeleteEntry_FullMethodName           = "/graveler.v1.GravelerService/DeleteEntry"
+	GravelerService_DeletePrefix_FullMethodName          = "/graveler.v1.GravelerService/DeletePrefix"
 	GravelerService_ListEntries_FullMethodName           = "/graveler.v1.GravelerService/ListEntries"
 	GravelerService_StreamEntries_FullMethodName         = "/graveler.v1.GravelerService/StreamEntries"
 	GravelerService_Commit_FullMethodName                = "/graveler.v1.GravelerService/Commit"
@@ -145,8 +146,18 @@ type GravelerServiceClient interface {
 	BatchPutEntries(ctx context.Context, in *BatchPutEntriesRequest, opts ...grpc.CallOption) (*BatchPutEntriesResponse, error)
 	// DeleteEntry stages the deletion of an entry on a branch.
 	DeleteEntry(ctx context.Context, in *DeleteEntryRequest, opts ...grpc.CallOption) (*DeleteEntryResponse, error)
+	// DeletePrefix stages the deletion of every key under a prefix on a
+	// branch, as one record whatever the number of keys: reads, listings,
+	// diffs and the next commit see every key under the prefix deleted,
+	// except keys written after it. RESOURCE_EXHAUSTED
+	// (TOO_MANY_RANGE_TOMBSTONES) once the branch stages its limit of prefix
+	// deletes since its last commit.
+	DeletePrefix(ctx context.Context, in *DeletePrefixRequest, opts ...grpc.CallOption) (*DeletePrefixResponse, error)
 	// ListEntries lists the entries visible at a reference, in key order,
-	// optionally grouped into common prefixes by a delimiter.
+	// optionally grouped into common prefixes by a delimiter. A page reads a
+	// bounded number of stored records: where many staged deletes lie in
+	// its way, it may hold fewer entries than page_size, or none, with a
+	// next_page_token to go on. Only an empty next_page_token ends the list.
 	ListEntries(ctx context.Context, in *ListEntriesRequest, opts ...grpc.CallOption) (*ListEntriesResponse, error)
 	// StreamEntries streams every entry visible at a reference.
 	StreamEntries(ctx context.Context, in *StreamEntriesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamEntriesResponse], error)
@@ -416,6 +427,16 @@ func (c *gravelerServiceClient) DeleteEntry(ctx context.Context, in *DeleteEntry
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DeleteEntryResponse)
 	err := c.cc.Invoke(ctx, GravelerService_DeleteEntry_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gravelerServiceClient) DeletePrefix(ctx context.Context, in *DeletePrefixRequest, opts ...grpc.CallOption) (*DeletePrefixResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeletePrefixResponse)
+	err := c.cc.Invoke(ctx, GravelerService_DeletePrefix_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -698,8 +719,18 @@ type GravelerServiceServer interface {
 	BatchPutEntries(context.Context, *BatchPutEntriesRequest) (*BatchPutEntriesResponse, error)
 	// DeleteEntry stages the deletion of an entry on a branch.
 	DeleteEntry(context.Context, *DeleteEntryRequest) (*DeleteEntryResponse, error)
+	// DeletePrefix stages the deletion of every key under a prefix on a
+	// branch, as one record whatever the number of keys: reads, listings,
+	// diffs and the next commit see every key under the prefix deleted,
+	// except keys written after it. RESOURCE_EXHAUSTED
+	// (TOO_MANY_RANGE_TOMBSTONES) once the branch stages its limit of prefix
+	// deletes since its last commit.
+	DeletePrefix(context.Context, *DeletePrefixRequest) (*DeletePrefixResponse, error)
 	// ListEntries lists the entries visible at a reference, in key order,
-	// optionally grouped into common prefixes by a delimiter.
+	// optionally grouped into common prefixes by a delimiter. A page reads a
+	// bounded number of stored records: where many staged deletes lie in
+	// its way, it may hold fewer entries than page_size, or none, with a
+	// next_page_token to go on. Only an empty next_page_token ends the list.
 	ListEntries(context.Context, *ListEntriesRequest) (*ListEntriesResponse, error)
 	// StreamEntries streams every entry visible at a reference.
 	StreamEntries(*StreamEntriesRequest, grpc.ServerStreamingServer[StreamEntriesResponse]) error
@@ -811,6 +842,9 @@ func (UnimplementedGravelerServiceServer) BatchPutEntries(context.Context, *Batc
 }
 func (UnimplementedGravelerServiceServer) DeleteEntry(context.Context, *DeleteEntryRequest) (*DeleteEntryResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteEntry not implemented")
+}
+func (UnimplementedGravelerServiceServer) DeletePrefix(context.Context, *DeletePrefixRequest) (*DeletePrefixResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeletePrefix not implemented")
 }
 func (UnimplementedGravelerServiceServer) ListEntries(context.Context, *ListEntriesRequest) (*ListEntriesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListEntries not implemented")
@@ -1264,6 +1298,24 @@ func _GravelerService_DeleteEntry_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _GravelerService_DeletePrefix_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeletePrefixRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GravelerServiceServer).DeletePrefix(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GravelerService_DeletePrefix_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GravelerServiceServer).DeletePrefix(ctx, req.(*DeletePrefixRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _GravelerService_ListEntries_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListEntriesRequest)
 	if err := dec(in); err != nil {
@@ -1560,6 +1612,10 @@ var GravelerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteEntry",
 			Handler:    _GravelerService_DeleteEntry_Handler,
+		},
+		{
+			MethodName: "DeletePrefix",
+			Handler:    _GravelerService_DeletePrefix_Handler,
 		},
 		{
 			MethodName: "ListEntries",

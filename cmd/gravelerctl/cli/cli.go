@@ -173,7 +173,7 @@ func (a *app) root() *cobra.Command {
 		return nil
 	}
 	root.AddCommand(a.repoCmd(), a.branchCmd(), a.tagCmd(), a.commitCmd(), a.showCmd(), a.logCmd(),
-		a.commitsCmd(), a.getCmd(), a.putCmd(), a.putBulkCmd(), a.rmCmd(), a.lsCmd(), a.diffCmd(),
+		a.commitsCmd(), a.getCmd(), a.putCmd(), a.putBulkCmd(), a.rmCmd(), a.deletePrefixCmd(), a.lsCmd(), a.diffCmd(),
 		a.statusCmd(), a.mergeCmd(), a.revertCmd(), a.cherryPickCmd(), a.resetCmd(), a.resetHardCmd(),
 		a.dumpCmd(), a.restoreCmd(), a.healthCmd())
 	root.AddCommand(a.versionCmd())

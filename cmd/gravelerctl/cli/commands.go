@@ -738,6 +738,32 @@ func (a *app) rmCmd() *cobra.Command {
 	}
 }
 
+func (a *app) deletePrefixCmd() *cobra.Command {
+	var all bool
+	c := &cobra.Command{
+		Use:   "delete-prefix REPO BRANCH PREFIX",
+		Short: "Stage the deletion of every entry under a prefix (one record, whatever the number of entries)",
+		Long: "Stage the deletion of every entry under PREFIX on BRANCH as one range tombstone: reads, listings,\n" +
+			"diffs and the next commit see those entries deleted, except entries written afterwards.\n" +
+			"An empty PREFIX deletes every entry of the branch and needs --all.",
+		Args: nargs(3, "REPO BRANCH PREFIX"),
+		RunE: a.run(func(ctx context.Context, cl *client.Client, args []string) error {
+			branch := client.Branch(args[0], args[1])
+			if args[2] == "" && !all {
+				return fmt.Errorf("an empty prefix deletes every entry of %s: pass --all to mean it", args[1])
+			}
+			if _, err := cl.DeletePrefix(ctx, &pb.DeletePrefixRequest{Branch: branch, Prefix: []byte(args[2])}); err != nil {
+				return err
+			}
+			return a.emitObject(map[string]any{"branch": branch, "prefix": args[2]}, func(w io.Writer) {
+				fmt.Fprintf(w, "staged deletion of every entry under %s on %s\n", displayKey([]byte(args[2])), args[1])
+			})
+		}),
+	}
+	c.Flags().BoolVar(&all, "all", false, "allow the empty prefix (every entry of the branch)")
+	return c
+}
+
 func (a *app) lsCmd() *cobra.Command {
 	var prefix, delimiter string
 	var pageSize int32

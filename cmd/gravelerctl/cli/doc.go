@@ -31,7 +31,8 @@
 // change took effect (merge also fast_forward). put, rm and put-bulk, whose
 // responses are empty, print the branch and key (put-bulk: entries, the
 // input line of the last acknowledged entry, and complete, also when it
-// stops early).
+// stops early); delete-prefix prints the branch and prefix (an empty
+// prefix, every entry of the branch, needs --all).
 //
 // Before a request is sent the client checks the server's limits (key 1
 // KiB, identity 256 bytes, data 512 KiB, repository id 63 bytes, branch and

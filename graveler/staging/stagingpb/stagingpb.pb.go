@@ -104,6 +104,120 @@ func (x *Entry) GetTombstone() bool {
 	return false
 }
 
+// RangeTombstones is staging/<staging_token>/ranges: the token's range
+// tombstones (DeletePrefix), all in one record so that a read of a key
+// fetches them with the key in one round trip, and so that their number is
+// bounded by one compare-and-swap.
+type RangeTombstones struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	FormatVersion uint32                 `protobuf:"varint,1,opt,name=format_version,json=formatVersion,proto3" json:"format_version,omitempty"`
+	Tombstones    []*RangeTombstone      `protobuf:"bytes,2,rep,name=tombstones,proto3" json:"tombstones,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RangeTombstones) Reset() {
+	*x = RangeTombstones{}
+	mi := &file_stagingpb_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RangeTombstones) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RangeTombstones) ProtoMessage() {}
+
+func (x *RangeTombstones) ProtoReflect() protoreflect.Message {
+	mi := &file_stagingpb_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RangeTombstones.ProtoReflect.Descriptor instead.
+func (*RangeTombstones) Descriptor() ([]byte, []int) {
+	return file_stagingpb_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *RangeTombstones) GetFormatVersion() uint32 {
+	if x != nil {
+		return x.FormatVersion
+	}
+	return 0
+}
+
+func (x *RangeTombstones) GetTombstones() []*RangeTombstone {
+	if x != nil {
+		return x.Tombstones
+	}
+	return nil
+}
+
+// RangeTombstone deletes every key under prefix that the token staged
+// before it, and every key under prefix of older tokens and of the head.
+type RangeTombstone struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Prefix []byte                 `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	// revision is the store revision the tombstone was written at; 0 means
+	// the revision of the record holding it (the tombstone written last),
+	// which the record cannot contain. A staged entry of the token written
+	// at a later revision survives the tombstone.
+	Revision      int64 `protobuf:"varint,2,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RangeTombstone) Reset() {
+	*x = RangeTombstone{}
+	mi := &file_stagingpb_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RangeTombstone) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RangeTombstone) ProtoMessage() {}
+
+func (x *RangeTombstone) ProtoReflect() protoreflect.Message {
+	mi := &file_stagingpb_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RangeTombstone.ProtoReflect.Descriptor instead.
+func (*RangeTombstone) Descriptor() ([]byte, []int) {
+	return file_stagingpb_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *RangeTombstone) GetPrefix() []byte {
+	if x != nil {
+		return x.Prefix
+	}
+	return nil
+}
+
+func (x *RangeTombstone) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
 var File_stagingpb_proto protoreflect.FileDescriptor
 
 const file_stagingpb_proto_rawDesc = "" +
@@ -113,7 +227,15 @@ const file_stagingpb_proto_rawDesc = "" +
 	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12\x1a\n" +
 	"\bidentity\x18\x02 \x01(\fR\bidentity\x12\x12\n" +
 	"\x04data\x18\x03 \x01(\fR\x04data\x12\x1c\n" +
-	"\ttombstone\x18\x04 \x01(\bR\ttombstoneB%Z#graveler/graveler/staging/stagingpbb\x06proto3"
+	"\ttombstone\x18\x04 \x01(\bR\ttombstone\"}\n" +
+	"\x0fRangeTombstones\x12%\n" +
+	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12C\n" +
+	"\n" +
+	"tombstones\x18\x02 \x03(\v2#.graveler.staging.v1.RangeTombstoneR\n" +
+	"tombstones\"D\n" +
+	"\x0eRangeTombstone\x12\x16\n" +
+	"\x06prefix\x18\x01 \x01(\fR\x06prefix\x12\x1a\n" +
+	"\brevision\x18\x02 \x01(\x03R\brevisionB%Z#graveler/graveler/staging/stagingpbb\x06proto3"
 
 var (
 	file_stagingpb_proto_rawDescOnce sync.Once
@@ -127,16 +249,19 @@ func file_stagingpb_proto_rawDescGZIP() []byte {
 	return file_stagingpb_proto_rawDescData
 }
 
-var file_stagingpb_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
+var file_stagingpb_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_stagingpb_proto_goTypes = []any{
-	(*Entry)(nil), // 0: graveler.staging.v1.Entry
+	(*Entry)(nil),           // 0: graveler.staging.v1.Entry
+	(*RangeTombstones)(nil), // 1: graveler.staging.v1.RangeTombstones
+	(*RangeTombstone)(nil),  // 2: graveler.staging.v1.RangeTombstone
 }
 var file_stagingpb_proto_depIdxs = []int32{
-	0, // [0:0] is the sub-list for method output_type
-	0, // [0:0] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	2, // 0: graveler.staging.v1.RangeTombstones.tombstones:type_name -> graveler.staging.v1.RangeTombstone
+	1, // [1:1] is the sub-list for method output_type
+	1, // [1:1] is the sub-list for method input_type
+	1, // [1:1] is the sub-list for extension type_name
+	1, // [1:1] is the sub-list for extension extendee
+	0, // [0:1] is the sub-list for field type_name
 }
 
 func init() { file_stagingpb_proto_init() }
@@ -150,7 +275,7 @@ func file_stagingpb_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_stagingpb_proto_rawDesc), len(file_stagingpb_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   1,
+			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,201 @@
+package committed_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"graveler/graveler"
+	"graveler/graveler/committed"
+	"graveler/graveler/committed/blobtest"
+)
+
+// meteredStore counts the objects and bytes written and the objects read.
+type meteredStore struct {
+	committed.BlobStore
+	puts, putBytes, gets atomic.Int64
+}
+
+func (s *meteredStore) Put(ctx context.Context, ns graveler.StorageNamespace, name string, data []byte) error {
+	s.puts.Add(1)
+	s.putBytes.Add(int64(len(data)))
+	return s.BlobStore.Put(ctx, ns, name, data)
+}
+
+func (s *meteredStore) Get(ctx context.Context, ns graveler.StorageNamespace, name string) ([]byte, error) {
+	s.gets.Add(1)
+	return s.BlobStore.Get(ctx, ns, name)
+}
+
+func scalingKey(i int) string { return fmt.Sprintf("data/part-%08d.parquet", i) }
+
+func scalingRecord(i int, salt uint64) graveler.ValueRecord {
+	k := scalingKey(i)
+	return graveler.ValueRecord{Key: graveler.Key(k), Value: &graveler.Value{
+		Identity: []byte(fmt.Sprintf("%016x", rand.New(rand.NewPCG(uint64(i), salt)).Uint64())),
+		Data:     []byte("s3://bucket/objects/" + k),
+	}}
+}
+
+// genIter yields scalingRecord(i) for i in [0, n): a sorted stream that
+// needs no memory, to bulk-build large heads.
+type genIter struct {
+	n, i int
+	rec  graveler.ValueRecord
+}
+
+func (it *genIter) Next() bool {
+	if it.i >= it.n {
+		return false
+	}
+	it.rec = scalingRecord(it.i, 0)
+	it.i++
+	return true
+}
+func (it *genIter) Value() *graveler.ValueRecord { return &it.rec }
+func (it *genIter) SeekGE(graveler.Key)          { panic("unused") }
+func (it *genIter) Err() error                   { return nil }
+func (it *genIter) Close()                       {}
+
+type recIter struct {
+	recs []graveler.ValueRecord
+	i    int
+}
+
+func (it *recIter) Next() bool                   { it.i++; return it.i <= len(it.recs) }
+func (it *recIter) Value() *graveler.ValueRecord { return &it.recs[it.i-1] }
+func (it *recIter) SeekGE(graveler.Key)          { panic("unused") }
+func (it *recIter) Err() error                   { return nil }
+func (it *recIter) Close()                       {}
+
+// scalingSizes reads COMMIT_SCALING_N (comma-separated entry counts),
+// default 10k and 1M.
+func scalingSizes() []int {
+	s := os.Getenv("COMMIT_SCALING_N")
+	if s == "" {
+		return []int{10_000, 1_000_000}
+	}
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(f)
+		if err == nil && n > 0 {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// scalingConfig reads COMMIT_SCALING_CFG, "minRange,rangeMaskBits,
+// minNode,nodeMaskBits" (sizes in bytes), to compare tree shapes; default
+// the package defaults.
+func scalingConfig(b *testing.B) committed.Config {
+	var cfg committed.Config
+	if p, err := strconv.Atoi(os.Getenv("COMMIT_SCALING_PAR")); err == nil {
+		cfg.WriteParallelism = p
+	}
+	s := os.Getenv("COMMIT_SCALING_CFG")
+	if s == "" {
+		return cfg
+	}
+	var v [4]int
+	if _, err := fmt.Sscanf(s, "%d,%d,%d,%d", &v[0], &v[1], &v[2], &v[3]); err != nil {
+		b.Fatalf("COMMIT_SCALING_CFG %q: %v", s, err)
+	}
+	cfg.MinRangeSize, cfg.BoundaryMask = v[0], 1<<v[1]-1
+	cfg.MinNodeSize, cfg.NodeMask = v[2], 1<<v[3]-1
+	return cfg
+}
+
+// BenchmarkCommitScaling bulk-builds a head of N entries, then applies
+// commits of 1,000 changed keys, spread at random or contiguous, each
+// onto the head with a fresh set of keys, on the file store and on the S3
+// fake. It reports per commit: wall time, bytes and objects written and
+// objects read (a server's warm caches: one Manager for all commits).
+//
+//	COMMIT_SCALING_N=10000,100000,1000000 go test -run '^$' -bench CommitScaling -benchtime 5x ./graveler/committed/
+func BenchmarkCommitScaling(b *testing.B) {
+	const k = 1000
+	stores := []struct {
+		name string
+		open func(b *testing.B) (committed.BlobStore, graveler.StorageNamespace)
+	}{
+		{"file", func(b *testing.B) (committed.BlobStore, graveler.StorageNamespace) {
+			dir := filepath.Join(b.TempDir(), "data")
+			return committed.NewBucketStore(committed.BucketConfig{}), graveler.StorageNamespace("file://" + filepath.ToSlash(dir))
+		}},
+		{"s3", func(b *testing.B) (committed.BlobStore, graveler.StorageNamespace) {
+			fake := blobtest.StartFakeS3(b, "bench")
+			return committed.NewBucketStore(fake.Config), graveler.StorageNamespace("s3://bench/data")
+		}},
+	}
+	for _, st := range stores {
+		for _, n := range scalingSizes() {
+			b.Run(fmt.Sprintf("store=%s/n=%d", st.name, n), func(b *testing.B) {
+				blobs, ns := st.open(b)
+				defer blobs.Close()
+				ms := &meteredStore{BlobStore: blobs}
+				m := committed.NewManager(ms, scalingConfig(b))
+				ctx := context.Background()
+				start := time.Now()
+				head, err := m.WriteMetaRangeByIterator(ctx, ns, &genIter{n: n})
+				if err != nil {
+					b.Fatal(err)
+				}
+				buildMS, headObjects := time.Since(start).Milliseconds(), ms.puts.Load()
+				for _, layout := range []string{"random", "contiguous"} {
+					b.Run("layout="+layout, func(b *testing.B) {
+						r := rand.New(rand.NewPCG(uint64(n), 7))
+						var elapsed time.Duration
+						puts, bytes, gets := ms.puts.Load(), ms.putBytes.Load(), ms.gets.Load()
+						iter := 0
+						for b.Loop() {
+							iter++
+							idx := map[int]bool{}
+							if layout == "random" {
+								for len(idx) < min(k, n) {
+									idx[r.IntN(n)] = true
+								}
+							} else {
+								s := r.IntN(n - min(k, n) + 1)
+								for i := s; i < s+min(k, n); i++ {
+									idx[i] = true
+								}
+							}
+							keys := slices.Sorted(func(yield func(int) bool) {
+								for i := range idx {
+									if !yield(i) {
+										return
+									}
+								}
+							})
+							changes := make([]graveler.ValueRecord, len(keys))
+							for j, i := range keys {
+								changes[j] = scalingRecord(i, uint64(iter)+1)
+							}
+							t0 := time.Now()
+							if _, _, err := m.Apply(ctx, ns, head, &recIter{recs: changes}, graveler.ApplyOptions{}); err != nil {
+								b.Fatal(err)
+							}
+							elapsed += time.Since(t0)
+						}
+						ops := float64(b.N)
+						b.ReportMetric(float64(elapsed.Microseconds())/1000/ops, "commit_ms")
+						b.ReportMetric(float64(ms.putBytes.Load()-bytes)/ops, "bytes_written")
+						b.ReportMetric(float64(ms.puts.Load()-puts)/ops, "objects_written")
+						b.ReportMetric(float64(ms.gets.Load()-gets)/ops, "objects_read")
+						b.ReportMetric(float64(buildMS), "build_ms")
+						b.ReportMetric(float64(headObjects), "head_objects")
+					})
+				}
+			})
+		}
+	}
+}
