@@ -63,22 +63,7 @@ func (g *Graveler) CommitSorted(ctx context.Context, repoID RepositoryID, branch
 	if mr == head.MetaRangeID && !params.AllowEmpty {
 		return "", fmt.Errorf("bulk commit on branch %s of repository %s: %w", branch, repoID, ErrNoChanges)
 	}
-	id, err := g.refs.AddCommit(ctx, repo, Commit{
-		Version:      CurrentCommitVersion,
-		Committer:    params.Committer,
-		Message:      params.Message,
-		MetaRangeID:  mr,
-		CreationDate: g.cfg.Now(),
-		Parents:      []CommitID{b.CommitID},
-		Metadata:     params.Metadata,
-	})
-	if err != nil {
-		return "", err
-	}
-	if err := g.moveHead(ctx, repo, branch, b.CommitID, id, ChangeCommit); err != nil {
-		return "", err
-	}
-	return id, nil
+	return g.commitOnto(ctx, repo, branch, b.CommitID, mr, params, ChangeCommit)
 }
 
 // sortedCheckEvery is how many entries sortedInput passes between looks at

@@ -309,19 +309,26 @@ func (g *Graveler) applyCommitDelta(ctx context.Context, repo *RepositoryRecord,
 	if err != nil {
 		return "", err
 	}
+	return g.commitOnto(ctx, repo, branch, b.CommitID, mr, params, change)
+}
+
+// commitOnto records a commit of tree mr whose one parent is the branch's
+// head (parent, as read), and moves the branch to it with the head's
+// compare-and-swap: ErrBranchHeadMoved if the head moved meanwhile.
+func (g *Graveler) commitOnto(ctx context.Context, repo *RepositoryRecord, branch BranchID, parent CommitID, mr MetaRangeID, params CommitParams, change BranchChange) (CommitID, error) {
 	id, err := g.refs.AddCommit(ctx, repo, Commit{
 		Version:      CurrentCommitVersion,
 		Committer:    params.Committer,
 		Message:      params.Message,
 		MetaRangeID:  mr,
 		CreationDate: g.cfg.Now(),
-		Parents:      []CommitID{b.CommitID},
+		Parents:      []CommitID{parent},
 		Metadata:     params.Metadata,
 	})
 	if err != nil {
 		return "", err
 	}
-	if err := g.moveHead(ctx, repo, branch, b.CommitID, id, change); err != nil {
+	if err := g.moveHead(ctx, repo, branch, parent, id, change); err != nil {
 		return "", err
 	}
 	return id, nil

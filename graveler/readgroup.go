@@ -6,11 +6,11 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"graveler/graveler/internal/groupctx"
 	"graveler/kv"
 )
 
@@ -310,46 +310,14 @@ func sameTokens(a, b *Branch) bool {
 	return a.StagingToken == b.StagingToken && slices.Equal(a.SealedTokens, b.SealedTokens)
 }
 
-// readContext returns the context a transaction on behalf of ws runs on:
-// it keeps the first reader's values, carries the latest of their
-// deadlines when every one has a deadline, and ends once every reader's
-// context has ended. Its cancel function must be called.
+// readContext returns the context a request on behalf of ws runs on
+// (groupctx.Join of theirs). Its cancel function must be called.
 func readContext(ws []*readWaiter) (context.Context, context.CancelFunc) {
-	base := context.WithoutCancel(ws[0].ctx)
-	var latest time.Time
-	for _, wt := range ws {
-		d, ok := wt.ctx.Deadline()
-		if !ok {
-			latest = time.Time{}
-			break
-		}
-		if d.After(latest) {
-			latest = d
-		}
+	ctxs := make([]context.Context, len(ws))
+	for i, wt := range ws {
+		ctxs[i] = wt.ctx
 	}
-	var ctx context.Context
-	var cancel context.CancelFunc
-	if latest.IsZero() {
-		ctx, cancel = context.WithCancel(base)
-	} else {
-		ctx, cancel = context.WithDeadline(base, latest)
-	}
-	var live atomic.Int64
-	live.Store(int64(len(ws)))
-	stops := make([]func() bool, 0, len(ws))
-	for _, wt := range ws {
-		stops = append(stops, context.AfterFunc(wt.ctx, func() {
-			if live.Add(-1) == 0 {
-				cancel()
-			}
-		}))
-	}
-	return ctx, func() {
-		for _, stop := range stops {
-			stop()
-		}
-		cancel()
-	}
+	return groupctx.Join(ctxs)
 }
 
 // repoCheck is the repository read of a Get of an immutable ref, started

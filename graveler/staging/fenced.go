@@ -7,10 +7,9 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	"graveler/graveler"
+	"graveler/graveler/internal/groupctx"
 	"graveler/keys"
 	"graveler/kv"
 )
@@ -319,46 +318,14 @@ func (fb *fencedBatcher) runAlone(b *fencedBatch) {
 	}
 }
 
-// requestContext returns the context a request on behalf of waiters runs
-// on: it keeps the first waiter's values, carries the latest of their
-// deadlines when every one has a deadline, and is cancelled once every
-// waiter's context has ended. Its cancel function must be called.
+// requestContext returns the context a request on behalf of waiters runs on
+// (groupctx.Join of theirs). Its cancel function must be called.
 func requestContext(waiters []*fencedWaiter) (context.Context, context.CancelFunc) {
-	base := context.WithoutCancel(waiters[0].ctx)
-	var latest time.Time
-	for _, wt := range waiters {
-		d, ok := wt.ctx.Deadline()
-		if !ok {
-			latest = time.Time{}
-			break
-		}
-		if d.After(latest) {
-			latest = d
-		}
+	ctxs := make([]context.Context, len(waiters))
+	for i, wt := range waiters {
+		ctxs[i] = wt.ctx
 	}
-	var ctx context.Context
-	var cancel context.CancelFunc
-	if latest.IsZero() {
-		ctx, cancel = context.WithCancel(base)
-	} else {
-		ctx, cancel = context.WithDeadline(base, latest)
-	}
-	var live atomic.Int64
-	live.Store(int64(len(waiters)))
-	stops := make([]func() bool, 0, len(waiters))
-	for _, wt := range waiters {
-		stops = append(stops, context.AfterFunc(wt.ctx, func() {
-			if live.Add(-1) == 0 {
-				cancel()
-			}
-		}))
-	}
-	return ctx, func() {
-		for _, stop := range stops {
-			stop()
-		}
-		cancel()
-	}
+	return groupctx.Join(ctxs)
 }
 
 // FencedWrites reports whether the store does kv.SetAndRead in one round
