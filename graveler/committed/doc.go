@@ -129,7 +129,10 @@
 // record within GCGrace/2 of writing its root. A Manager remembers (up
 // to 65,536 objects) when it last knew an object fresh, so a commit asks
 // the store about an object at most once per GCGrace/2. An object a new
-// node would reference that is gone fails the write.
+// node would reference that is gone fails the write. What the grace
+// cannot cover, a collector deleting an old object in the instant a
+// commit stores it again (its Stat then its Delete), is closed outside
+// this package: gravelerd wraps its Manager with package gcfence.
 //
 // # Concurrency
 //
