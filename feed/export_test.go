@@ -1,13 +1,22 @@
 package feed
 
+import "time"
+
 // BreakWatch ends the hub's current etcd watch, as a broken connection or
 // a lost leader would.
+// It waits for the hub to have a watch running (the hub may still be
+// reading its start, or between two watches), so the break always
+// happens.
 func (f *Feed) BreakWatch() {
-	f.mu.Lock()
-	c := f.watchCancel
-	f.mu.Unlock()
-	if c != nil {
-		c()
+	for {
+		f.mu.Lock()
+		c := f.watchCancel
+		f.mu.Unlock()
+		if c != nil {
+			c()
+			return
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 

@@ -269,6 +269,12 @@ func (f *Feed) watchOnce(dec *decoder, rev int64) error {
 	f.mu.Lock()
 	f.watchCancel = cancel
 	f.mu.Unlock()
+	defer func() {
+		// Only a watch that runs can be broken (tests).
+		f.mu.Lock()
+		f.watchCancel = nil
+		f.mu.Unlock()
+	}()
 	ch := w.Watch(wctx, f.watchFrom, clientv3.WithRange(f.watchEnd), clientv3.WithRev(rev+1), clientv3.WithPrevKV())
 	tick := time.NewTicker(f.cfg.ProgressRequestInterval / 2)
 	defer tick.Stop()
