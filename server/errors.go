@@ -13,6 +13,7 @@ import (
 
 	"graveler/feed"
 	"graveler/graveler"
+	"graveler/graveler/gcfence"
 	"graveler/kv"
 )
 
@@ -80,6 +81,9 @@ var reasons = []struct {
 	{graveler.ErrAmbiguous, "OUTCOME_UNKNOWN"},
 	{kv.ErrAmbiguous, "OUTCOME_UNKNOWN"},
 	{kv.ErrPredicateFailed, "CONCURRENT_UPDATE"},
+	// Before STORE_UNAVAILABLE: etcd answered; a collection deleted an
+	// object the commit had just stored again, and a retry stores it.
+	{gcfence.ErrSwept, "CONCURRENT_GC_SWEEP"},
 	// Before STORE_UNAVAILABLE: the layers above kv add the category
 	// graveler.ErrUnavailable to a refused write, and retrying a write
 	// refused for space is useless until an operator acts.

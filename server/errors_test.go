@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"graveler/graveler"
+	"graveler/graveler/gcfence"
 	"graveler/kv"
 )
 
@@ -50,6 +51,7 @@ func TestToStatusCodesAndReasons(t *testing.T) {
 		{graveler.ErrRepositoryDeleting, codes.FailedPrecondition, "REPOSITORY_DELETING"},
 		{graveler.ErrDirtyBranch, codes.FailedPrecondition, "DIRTY_BRANCH"},
 		{graveler.ErrNoChanges, codes.FailedPrecondition, "NO_CHANGES"},
+		{fmt.Errorf("commit: %w", gcfence.ErrSwept), codes.Unavailable, "CONCURRENT_GC_SWEEP"},
 		{graveler.ErrUnavailable, codes.Unavailable, "STORE_UNAVAILABLE"},
 		{kv.ErrUnavailable, codes.Unavailable, "STORE_UNAVAILABLE"},
 		{kv.ErrQuotaExceeded, codes.ResourceExhausted, "STORE_QUOTA_EXCEEDED"},
