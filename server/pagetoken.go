@@ -27,8 +27,13 @@ const (
 // tokens to move between them; the default key is fixed, which detects
 // tampering but lets a determined client forge a cursor - harmless, since a
 // cursor only says where a listing resumes.
+//
+// Version 2: Log cursors carry the walk's frontier. A token of another
+// version is INVALID_ARGUMENT, so during a rolling upgrade a listing that
+// moves between old and new replicas fails cleanly (start it again)
+// instead of reading a cursor it does not understand.
 const (
-	tokenVersion   = 1
+	tokenVersion   = 2
 	tokenDigestLen = 16
 	tokenMACLen    = 16
 )
