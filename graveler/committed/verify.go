@@ -96,24 +96,45 @@ func ReadMetaRange(ctx context.Context, blobs BlobStore, ns graveler.StorageName
 		return nil, err
 	}
 	var out []RangeDescriptor
-	var walk func(n *TreeNode) error
-	walk = func(n *TreeNode) error {
+	err = walkInner(ctx, blobs, ns, root, nil, func(n *TreeNode) error {
 		if n.Level == 1 {
 			out = append(out, n.Children...)
-			return nil
 		}
-		for _, d := range n.Children {
-			c, err := readInner(ctx, blobs, ns, d, n.Level)
+		return nil
+	})
+	return out, err
+}
+
+// walkInner reads every inner node below n, depth first in key order,
+// and calls visit with n and then with each node read, before its
+// children. enter, when not nil, is asked about each inner child entry
+// before it is read; false skips that subtree.
+func walkInner(ctx context.Context, blobs BlobStore, ns graveler.StorageNamespace, n *TreeNode, enter func(RangeDescriptor) (bool, error), visit func(*TreeNode) error) error {
+	if err := visit(n); err != nil {
+		return err
+	}
+	if n.Level == 1 {
+		return nil
+	}
+	for _, d := range n.Children {
+		if enter != nil {
+			ok, err := enter(d)
 			if err != nil {
 				return err
 			}
-			if err := walk(c); err != nil {
-				return err
+			if !ok {
+				continue
 			}
 		}
-		return nil
+		c, err := readInner(ctx, blobs, ns, d, n.Level)
+		if err != nil {
+			return err
+		}
+		if err := walkInner(ctx, blobs, ns, c, enter, visit); err != nil {
+			return err
+		}
 	}
-	return out, walk(root)
+	return nil
 }
 
 // readInner reads the inner node d names in a node of level parent.
@@ -243,33 +264,24 @@ func TreeObjects(ctx context.Context, blobs BlobStore, ns graveler.StorageNamesp
 		}
 		return err
 	}
-	var walk func(n *TreeNode) error
-	walk = func(n *TreeNode) error {
+	enter := func(d RangeDescriptor) (bool, error) {
+		err := fn(metaRangeBlobName(graveler.MetaRangeID(d.ID)))
+		if errors.Is(err, ErrSkipSubtree) {
+			return false, nil
+		}
+		return err == nil, err
+	}
+	return walkInner(ctx, blobs, ns, root, enter, func(n *TreeNode) error {
+		if n.Level != 1 {
+			return nil
+		}
 		for _, d := range n.Children {
-			if n.Level == 1 {
-				if err := fn(rangeBlobName(d.ID)); err != nil && !errors.Is(err, ErrSkipSubtree) {
-					return err
-				}
-				continue
-			}
-			err := fn(metaRangeBlobName(graveler.MetaRangeID(d.ID)))
-			if errors.Is(err, ErrSkipSubtree) {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			c, err := readInner(ctx, blobs, ns, d, n.Level)
-			if err != nil {
-				return err
-			}
-			if err := walk(c); err != nil {
+			if err := fn(rangeBlobName(d.ID)); err != nil && !errors.Is(err, ErrSkipSubtree) {
 				return err
 			}
 		}
 		return nil
-	}
-	return walk(root)
+	})
 }
 
 // CheckTreeStored returns nil when every object of tree id is stored in
