@@ -11,6 +11,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
 
+	"graveler/internal/ctxtime"
 	"graveler/kv"
 )
 
@@ -105,13 +106,13 @@ func (c *Cleaner) Run(ctx context.Context) error {
 					// until the alarm ends.
 					c.log.Warn("cleaner: etcd is out of space (NOSPACE): no election possible; making a pass without leadership to free space", zap.Error(err))
 					_, _ = c.RunOnce(ctx)
-					if !sleep(ctx, c.cfg.Interval) {
+					if !ctxtime.Sleep(ctx, c.cfg.Interval) {
 						break
 					}
 					continue
 				}
 				c.log.Warn("cleaner: election failed; retrying", zap.Error(err))
-				if !sleep(ctx, min(c.cfg.Interval, 5*time.Second)) {
+				if !ctxtime.Sleep(ctx, min(c.cfg.Interval, 5*time.Second)) {
 					break
 				}
 				continue
@@ -134,7 +135,7 @@ func (c *Cleaner) Run(ctx context.Context) error {
 func (c *Cleaner) lead(lead context.Context) {
 	for {
 		_, _ = c.RunOnce(lead) // logged and counted by RunOnce
-		if !sleep(lead, c.cfg.Interval) {
+		if !ctxtime.Sleep(lead, c.cfg.Interval) {
 			return
 		}
 	}
@@ -147,15 +148,4 @@ func noSpace(err error) error {
 		return fmt.Errorf("%w: %w", kv.ErrQuotaExceeded, err)
 	}
 	return err
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

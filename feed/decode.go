@@ -11,6 +11,7 @@ import (
 
 	"graveler/graveler"
 	"graveler/graveler/ref"
+	"graveler/internal/ctxtime"
 	"graveler/keys"
 )
 
@@ -357,7 +358,7 @@ func (f *Feed) readAt(ctx context.Context, key string, rev int64) ([]byte, error
 			return nil, ctx.Err()
 		}
 		f.log.Warn("feed: read failed; retrying", zap.String("key", key), zap.Duration("wait", wait), zap.Error(err))
-		if !sleep(ctx, wait) {
+		if !ctxtime.Sleep(ctx, wait) {
 			return nil, ctx.Err()
 		}
 		wait = min(2*wait, 2*time.Second)
@@ -389,16 +390,5 @@ func (f *Feed) pages(ctx context.Context, from, end string, rev *int64, fn func(
 			return nil
 		}
 		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }

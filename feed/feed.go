@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"graveler/etcdkv"
+	"graveler/internal/ctxtime"
 	"graveler/keys"
 )
 
@@ -171,7 +172,7 @@ func (f *Feed) run() {
 		if err != nil {
 			if f.ctx.Err() == nil {
 				f.log.Warn("feed: cannot load the repository records; retrying", zap.Duration("wait", wait), zap.Error(err))
-				sleep(f.ctx, wait)
+				ctxtime.Sleep(f.ctx, wait)
 				wait = min(2*wait, 5*time.Second)
 			}
 			continue
@@ -244,7 +245,7 @@ func (f *Feed) follow(dec *decoder) error {
 		}
 		f.log.Warn("feed: etcd watch broke; resuming after the last revision seen",
 			zap.Int64("revision", f.coveredRev()), zap.Duration("wait", wait), zap.Error(err))
-		sleep(f.ctx, wait)
+		ctxtime.Sleep(f.ctx, wait)
 		if !progressed {
 			wait = min(2*wait, 5*time.Second)
 		}

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"graveler/graveler"
+	"graveler/internal/ctxtime"
 )
 
 // Bounds of Request.ProgressInterval.
@@ -461,7 +462,7 @@ func (f *Feed) catchUp(ctx context.Context, cq chan<- cqItem, dec *decoder, rev 
 		}
 		if ctx.Err() == nil {
 			f.log.Info("feed: catch-up watch broke; resuming", zap.Int64("revision", rev), zap.Error(err))
-			sleep(ctx, wait)
+			ctxtime.Sleep(ctx, wait)
 			wait = min(2*wait, 5*time.Second)
 		}
 	}

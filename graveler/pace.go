@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"graveler/internal/ctxtime"
 )
 
 // Commit pacing.
@@ -111,14 +113,10 @@ type wallClock struct{}
 func (wallClock) Now() time.Time { return time.Now() }
 
 func (wallClock) Sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
+	if !ctxtime.Sleep(ctx, d) {
 		return ctx.Err()
 	}
+	return nil
 }
 
 // pacer holds the commits' read rate. Safe for concurrent use: writers

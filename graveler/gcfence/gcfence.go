@@ -45,6 +45,7 @@ import (
 	"time"
 
 	"graveler/graveler"
+	"graveler/internal/ctxtime"
 	"graveler/keys"
 	"graveler/kv"
 )
@@ -191,12 +192,8 @@ func (f *Fence) Settle(ctx context.Context, ns graveler.StorageNamespace, tok To
 		return false, nil
 	}
 	for err == nil && f.running(rec) {
-		t := time.NewTimer(f.cfg.Poll)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !ctxtime.Sleep(ctx, f.cfg.Poll) {
 			return true, ctx.Err()
-		case <-t.C:
 		}
 		rec, _, err = f.read(ctx, ns)
 		if err != nil && !errors.Is(err, ErrCorruptRecord) {

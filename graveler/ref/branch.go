@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"graveler/graveler"
+	"graveler/internal/ctxtime"
 	"graveler/keys"
 	"graveler/kv"
 )
@@ -139,15 +140,10 @@ func (m *Manager) backoff(ctx context.Context, attempt int) error {
 	if attempt < 30 {
 		ceiling = min(ceiling, m.cfg.BranchUpdateBackoff<<attempt)
 	}
-	d := time.Duration(rand.Int64N(int64(ceiling)) + 1)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
+	if !ctxtime.Sleep(ctx, time.Duration(rand.Int64N(int64(ceiling))+1)) {
 		return ctx.Err()
 	}
+	return nil
 }
 
 // BranchUpdate applies f to the branch in a read-modify-SetIf loop. Reads
