@@ -144,6 +144,7 @@ var (
 	_ kv.PartitionDropper = (*Store)(nil)
 	_ kv.SetReader        = (*Store)(nil)
 	_ kv.MultiGetter      = (*Store)(nil)
+	_ kv.CondWriter       = (*Store)(nil)
 )
 
 // New dials etcd and returns a Store that owns the client.
@@ -479,19 +480,50 @@ func (s *Store) setAndReadWrite(writes []kv.Write, reads []kv.KeyRef) (blindWrit
 // What the guard cannot see: a missing key has no revision (etcd compares
 // it as 0), so a put attempt abandoned before a later Delete of its key
 // can still apply after that Delete, as can a SetIf guarded by kv.Absent.
+//
+// A write with absent keys (SetAndReadUnless) also requires each of them
+// to be missing. When one exists its attempt runs orElse instead, whose
+// last len(absent) operations count the absent keys, and the write ends
+// unapplied rather than being sent again: every attempt, abandoned ones
+// included, needs that key missing, so none applies while it exists
+// (once it is deleted again, an abandoned attempt can apply, as after a
+// Delete above).
 type blindWrite struct {
-	keys []string
-	ops  []clientv3.Op
+	keys   []string
+	ops    []clientv3.Op
+	absent []string
+	orElse []clientv3.Op
 }
 
 // txn is one attempt of w sent with bound.
 func (w blindWrite) txn(ctx context.Context, cli *clientv3.Client, bound int64) clientv3.Txn {
-	cmps := make([]clientv3.Cmp, len(w.keys))
-	for i, k := range w.keys {
+	cmps := make([]clientv3.Cmp, 0, len(w.keys)+len(w.absent))
+	for _, k := range w.keys {
 		// etcd compares have no "<=".
-		cmps[i] = clientv3.Compare(clientv3.ModRevision(k), "<", bound+1)
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k), "<", bound+1))
 	}
-	return cli.Txn(ctx).If(cmps...).Then(w.ops...)
+	for _, k := range w.absent {
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(k), "=", 0))
+	}
+	txn := cli.Txn(ctx).If(cmps...).Then(w.ops...)
+	if len(w.absent) > 0 {
+		txn = txn.Else(w.orElse...)
+	}
+	return txn
+}
+
+// absentFound reports whether the failed attempt resp found a key of
+// w.absent present.
+func (w blindWrite) absentFound(resp *clientv3.TxnResponse) bool {
+	if len(w.absent) == 0 || len(resp.Responses) != len(w.orElse) {
+		return false
+	}
+	for _, r := range resp.Responses[len(w.orElse)-len(w.absent):] {
+		if rr := r.GetResponseRange(); rr != nil && rr.Count > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // blindAttempts bounds the attempts of one round of a blind write whose
@@ -513,8 +545,9 @@ var ErrContended = fmt.Errorf("%w: etcdkv: the keys written kept changing under 
 var beforeBlindAttempt func()
 
 // blindRound sends w in guarded attempts until one applies (see
-// blindWrite), each bounded by the highest revision seen when it is sent.
-// The bound of the last attempt sent is left in *sent.
+// blindWrite), each bounded by the highest revision seen when it is sent,
+// or one finds a key of w.absent present (a response that did not
+// succeed). The bound of the last attempt sent is left in *sent.
 func (s *Store) blindRound(ctx context.Context, w blindWrite, sent *int64) (*clientv3.TxnResponse, error) {
 	for range blindAttempts {
 		bound := s.maxRev.Load()
@@ -527,7 +560,7 @@ func (s *Store) blindRound(ctx context.Context, w blindWrite, sent *int64) (*cli
 			return nil, err
 		}
 		s.saw(resp.Header)
-		if resp.Succeeded {
+		if resp.Succeeded || w.absentFound(resp) {
 			return resp, nil
 		}
 	}
@@ -536,20 +569,22 @@ func (s *Store) blindRound(ctx context.Context, w blindWrite, sent *int64) (*cli
 
 // blind runs w: a first round within Config.RequestTimeout, then, when
 // its outcome is unknown, rounds with fresh bounds until one applies.
-// Re-sending is safe only because of the guard (see blindWrite).
+// Re-sending is safe only because of the guard (see blindWrite). The
+// response did not succeed only when a round found a key of w.absent
+// present; the write then did not apply, unless an abandoned attempt had
+// (before that key appeared).
 func (s *Store) blind(ctx context.Context, what string, w blindWrite) (*clientv3.TxnResponse, error) {
 	var resp *clientv3.TxnResponse
 	var bound int64
-	round := func(c context.Context) error {
-		r, err := s.blindRound(c, w, &bound)
-		if err == nil {
-			resp = r
-		}
+	err := s.write(ctx, func(c context.Context) error {
+		var err error
+		resp, err = s.blindRound(c, w, &bound)
 		return err
-	}
-	err := s.write(ctx, round)
+	})
 	if err == nil {
-		kv.NoteWrite(ctx, resp.Header.Revision)
+		if resp.Succeeded {
+			kv.NoteWrite(ctx, resp.Header.Revision)
+		}
 		return resp, nil
 	}
 	if isNoSpace(err) {
@@ -558,16 +593,29 @@ func (s *Store) blind(ctx context.Context, what string, w blindWrite) (*clientv3
 	if errors.Is(err, ErrContended) || !maybeApplied(ctx, err) {
 		return nil, writeErr(ctx, what, err)
 	}
+	return s.settleBlind(ctx, what, w, err)
+}
+
+// settleBlind settles w, whose first round failed with firstErr after it
+// may have applied, by rounds with fresh bounds.
+func (s *Store) settleBlind(ctx context.Context, what string, w blindWrite, firstErr error) (*clientv3.TxnResponse, error) {
+	var resp *clientv3.TxnResponse
+	var bound int64
 	// While settling, a contended round leaves the first attempt as
 	// unknown as before: settle goes on with the next round, after its
 	// backoff, which also gives the other writers time to pass.
-	if err := s.settle(ctx, what, err, func(c context.Context) (bool, error) {
-		err := round(c)
+	if err := s.settle(ctx, what, firstErr, func(c context.Context) (bool, error) {
+		r, err := s.blindRound(c, w, &bound)
+		if err == nil {
+			resp = r
+		}
 		return err == nil, err
 	}); err != nil {
 		return nil, err
 	}
-	kv.NoteWrite(ctx, resp.Header.Revision)
+	if resp.Succeeded {
+		kv.NoteWrite(ctx, resp.Header.Revision)
+	}
 	return resp, nil
 }
 
@@ -660,7 +708,7 @@ func (s *Store) setIf(ctx context.Context, partition, key, value []byte, pred kv
 	// Read before sending: whatever this attempt does happens at a later
 	// revision.
 	sentAfter := s.maxRev.Load()
-	err := s.casWrite(ctx, what, k, pred, clientv3.OpPut(k, string(value)), failed, func(firstErr error) error {
+	err := s.casWrite(ctx, what, []clientv3.Cmp{s.guard(k, pred)}, []clientv3.Op{clientv3.OpPut(k, string(value))}, failed, func(firstErr error) error {
 		return s.settleSetIf(ctx, k, value, pred, sentAfter, what, firstErr, failed)
 	})
 	if errors.Is(err, kv.ErrQuotaExceeded) {
@@ -669,13 +717,14 @@ func (s *Store) setIf(ctx context.Context, partition, key, value []byte, pred kv
 	return err
 }
 
-// casWrite sends op guarded by pred. When its outcome is unknown, settle
-// decides it before the caller is answered.
-func (s *Store) casWrite(ctx context.Context, what, k string, pred kv.Predicate, op clientv3.Op, failed func() error, settle func(firstErr error) error) error {
+// casWrite sends ops guarded by cmps (a key's guard, then maybe more).
+// When its outcome is unknown, settle decides it before the caller is
+// answered.
+func (s *Store) casWrite(ctx context.Context, what string, cmps []clientv3.Cmp, ops []clientv3.Op, failed func() error, settle func(firstErr error) error) error {
 	var resp *clientv3.TxnResponse
 	err := s.write(ctx, func(c context.Context) error {
 		var err error
-		resp, err = s.cli.Txn(c).If(s.guard(k, pred)).Then(op).Commit()
+		resp, err = s.cli.Txn(c).If(cmps...).Then(ops...).Commit()
 		return err
 	})
 	if err == nil {
@@ -734,18 +783,25 @@ func (s *Store) settleCAS(ctx context.Context, what, k string, pred kv.Predicate
 // guess.
 func (s *Store) settleSetIf(ctx context.Context, k string, value []byte, pred kv.Predicate, sentAfter int64, what string, firstErr error, failed func() error) error {
 	return s.settleCAS(ctx, what, k, pred, clientv3.OpPut(k, string(value)), firstErr, failed, func(c context.Context, cur *mvccpb.KeyValue) (verdict, int64, error) {
-		if pred.IsAbsent() {
-			return s.createdSince(c, k, value, sentAfter, cur)
-		}
-		ev, err := s.firstChangeAfter(c, k, pred.Version(), cur)
-		if err != nil || ev == nil {
-			return notApplied, 0, err
-		}
-		if ev.Type == mvccpb.PUT && bytes.Equal(ev.Kv.Value, value) {
-			return applied, ev.Kv.ModRevision, nil
-		}
-		return notApplied, 0, nil
+		return s.setIfVerdict(c, k, value, pred, sentAfter, cur)
 	})
+}
+
+// setIfVerdict tells from k's history whether a put of value guarded by
+// pred, sent after sentAfter, applied; cur is k as read after the key
+// moved on from pred (see settleSetIf).
+func (s *Store) setIfVerdict(ctx context.Context, k string, value []byte, pred kv.Predicate, sentAfter int64, cur *mvccpb.KeyValue) (verdict, int64, error) {
+	if pred.IsAbsent() {
+		return s.createdSince(ctx, k, value, sentAfter, cur)
+	}
+	ev, err := s.firstChangeAfter(ctx, k, pred.Version(), cur)
+	if err != nil || ev == nil {
+		return notApplied, 0, err
+	}
+	if ev.Type == mvccpb.PUT && bytes.Equal(ev.Kv.Value, value) {
+		return applied, ev.Kv.ModRevision, nil
+	}
+	return notApplied, 0, nil
 }
 
 // elseKV is the key read by the Else branch of a failed guarded Txn, or
@@ -824,7 +880,7 @@ func (s *Store) deleteIf(ctx context.Context, partition, key []byte, pred kv.Pre
 		kv.NoteWrite(ctx, resp.Header.Revision)
 		return nil
 	}
-	return s.casWrite(ctx, what, k, pred, clientv3.OpDelete(k), failed, func(firstErr error) error {
+	return s.casWrite(ctx, what, []clientv3.Cmp{s.guard(k, pred)}, []clientv3.Op{clientv3.OpDelete(k)}, failed, func(firstErr error) error {
 		return s.settleDeleteIf(ctx, k, pred, what, firstErr, failed)
 	})
 }

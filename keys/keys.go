@@ -215,6 +215,17 @@ func StagingRanges() []byte { return []byte(StagingRangesKey) }
 // StagingRangesKey is StagingRanges as a string.
 const StagingRangesKey = "ranges"
 
+// StagingSealed is the key, in a staging partition, of the marker that
+// the branch update retiring the token (a commit sealing it, a reset
+// replacing it) writes in the same transaction as the branch record.
+// Every staged write applies only while it is missing, so a token no
+// branch writes to any more is never written again, and a commit reads a
+// token that cannot change under it. It sorts after every entry key.
+func StagingSealed() []byte { return []byte(StagingSealedKey) }
+
+// StagingSealedKey is StagingSealed as a string.
+const StagingSealedKey = "sealed"
+
 // ParseEntry returns the entry key of a staged entry's kv key.
 func ParseEntry(key []byte) ([]byte, error) {
 	if !bytes.HasPrefix(key, []byte(EntryPrefix)) || len(key) == len(EntryPrefix) {

@@ -122,6 +122,11 @@ func Layout() []LayoutKey {
 			Key: string(StagingRanges()), KeyBuilder: funcName(StagingRanges),
 			Value: "RangeTombstones{[]{prefix, revision}}",
 		},
+		{
+			Partition: stagingPart, PartitionBuilder: funcName(StagingPartition), PartitionDoc: stagingDoc,
+			Key: string(StagingSealed()), KeyBuilder: funcName(StagingSealed),
+			Value: "empty: the token is retired, no staged write applies any more",
+		},
 	}
 }
 

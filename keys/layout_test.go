@@ -121,6 +121,9 @@ func TestLayoutMatchesBuilders(t *testing.T) {
 		"keys.StagingRanges": func() ([]byte, []byte) {
 			return keys.StagingPartition("tok_01"), keys.StagingRanges()
 		},
+		"keys.StagingSealed": func() ([]byte, []byte) {
+			return keys.StagingPartition("tok_01"), keys.StagingSealed()
+		},
 	}
 	seen := map[string]bool{}
 	for _, k := range keys.Layout() {
@@ -248,4 +251,5 @@ func ExampleLayoutTree() {
 	//     key/
 	//       <entry key> -> Value{identity, data} | tombstone
 	//     ranges -> RangeTombstones{[]{prefix, revision}}
+	//     sealed -> empty: the token is retired, no staged write applies any more
 }

@@ -39,7 +39,8 @@ type Config struct {
 	// StartTimeout bounds the wait for readiness (default 30s).
 	StartTimeout time.Duration
 	// AutoCompactionRetention is the periodic compaction window
-	// (default 1h; negative disables it).
+	// (default 5m, as the manifests: see docs/operations.md, "Compaction";
+	// negative disables it).
 	AutoCompactionRetention time.Duration
 	// QuotaBackendBytes is the backend quota (default etcd's 2 GiB).
 	QuotaBackendBytes int64
@@ -101,7 +102,7 @@ func Start(cfg Config) (*Server, error) {
 	}
 	switch {
 	case cfg.AutoCompactionRetention == 0:
-		ec.AutoCompactionMode, ec.AutoCompactionRetention = "periodic", "1h"
+		ec.AutoCompactionMode, ec.AutoCompactionRetention = "periodic", "5m"
 	case cfg.AutoCompactionRetention > 0:
 		ec.AutoCompactionMode, ec.AutoCompactionRetention = "periodic", cfg.AutoCompactionRetention.String()
 	}

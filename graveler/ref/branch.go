@@ -146,7 +146,10 @@ func (m *Manager) backoff(ctx context.Context, attempt int) error {
 	return nil
 }
 
-// BranchUpdate applies f to the branch in a read-modify-SetIf loop. Reads
+// BranchUpdate applies f to the branch in a read-modify-SetIf loop. An
+// update that replaces the branch's staging token also writes the old
+// token's seal marker (keys.StagingSealed) in the same atomic step, after
+// which no staged write applies to that token. Reads
 // go straight to the store (never through the amortized reader, whose
 // result may be older than the predicate needs). f may run more than once;
 // ErrSkipUpdate from f ends the update without writing. After
@@ -171,6 +174,7 @@ func (m *Manager) BranchUpdate(ctx context.Context, repo *graveler.RepositoryRec
 			return err
 		}
 		cur.Change = graveler.ChangeNone
+		retiring := cur.StagingToken
 		next, err := f(cur)
 		if errors.Is(err, graveler.ErrSkipUpdate) {
 			return nil
@@ -186,7 +190,15 @@ func (m *Manager) BranchUpdate(ctx context.Context, repo *graveler.RepositoryRec
 			return err
 		}
 		err = effectIf(ctx, next.Change != graveler.ChangeNone, func(ctx context.Context) error {
-			return m.store.SetIf(ctx, part, keys.Branch(string(id)), data, pred)
+			if next.StagingToken == retiring {
+				return m.store.SetIf(ctx, part, keys.Branch(string(id)), data, pred)
+			}
+			// The token stops taking writes in the same step as the
+			// branch stops naming it (keys.StagingSealed): a writer that
+			// read the branch before this update cannot land in the token
+			// after a commit started reading it.
+			seal := kv.Write{Partition: keys.StagingPartition(string(retiring)), Key: keys.StagingSealed(), Value: []byte{}}
+			return kv.SetIfWith(ctx, m.store, part, keys.Branch(string(id)), data, pred, nil, []kv.Write{seal})
 		})
 		if err == nil {
 			return nil

@@ -250,3 +250,24 @@ func (f *FaultStore) DropPartition(ctx context.Context, partition []byte) (int64
 }
 
 func (f *FaultStore) Close() error { return f.inner.Close() }
+
+// SetAndReadUnless is one numbered operation, named as SetAndRead is:
+// to a fault walk it is the same request.
+func (f *FaultStore) SetAndReadUnless(ctx context.Context, absent []kv.KeyRef, writes []kv.Write, reads []kv.KeyRef) ([]kv.Entry, bool, error) {
+	var out []kv.Entry
+	var applied bool
+	err := f.write("set_and_read", func() error {
+		var err error
+		out, applied, err = kv.SetAndReadUnless(ctx, f.inner, absent, writes, reads)
+		return err
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return out, applied, nil
+}
+
+// SetIfWith is one numbered operation, named as SetIf is.
+func (f *FaultStore) SetIfWith(ctx context.Context, partition, key, value []byte, pred kv.Predicate, absent []kv.KeyRef, also []kv.Write) error {
+	return f.write("setif", func() error { return kv.SetIfWith(ctx, f.inner, partition, key, value, pred, absent, also) })
+}

@@ -217,3 +217,20 @@ var (
 	_ kv.MultiGetter      = (*PauseStore)(nil)
 	_ kv.PartitionDropper = (*PauseStore)(nil)
 )
+
+// SetAndReadUnless pauses as SetAndRead does (same name): to a test it is
+// the same request.
+func (s *PauseStore) SetAndReadUnless(ctx context.Context, absent []kv.KeyRef, writes []kv.Write, reads []kv.KeyRef) (out []kv.Entry, applied bool, err error) {
+	var part, key []byte
+	if len(writes) > 0 {
+		part, key = writes[0].Partition, writes[0].Key
+	}
+	s.do("set_and_read", part, key, func() { out, applied, err = kv.SetAndReadUnless(ctx, s.inner, absent, writes, reads) })
+	return
+}
+
+// SetIfWith pauses as SetIf does (same name).
+func (s *PauseStore) SetIfWith(ctx context.Context, partition, key, value []byte, pred kv.Predicate, absent []kv.KeyRef, also []kv.Write) (err error) {
+	s.do("setif", partition, key, func() { err = kv.SetIfWith(ctx, s.inner, partition, key, value, pred, absent, also) })
+	return
+}
