@@ -66,6 +66,9 @@ func (w *writer) commit(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
+			if !strings.HasPrefix(string(e.Key), keys.EntryPrefix) {
+				continue // the token's seal marker
+			}
 			k, err := keys.ParseEntry(e.Key)
 			if err != nil {
 				return err

@@ -279,6 +279,29 @@ func TestFsckBranchLimits(t *testing.T) {
 	}
 }
 
+// TestFsckTokenRecordsAreNotEntries: a token's range record (DeletePrefix)
+// and a sealed token's seal marker live in the token's partition beside
+// its entries; fsck counts neither as an entry, nor as one that does not
+// decode.
+func TestFsckTokenRecordsAreNotEntries(t *testing.T) {
+	w := newWorld(t)
+	w.installation()
+	before := w.check(fsck.Config{})
+	w.must(w.g.DeletePrefix(w.ctx, "sales", "main", graveler.Key("zz/")))
+	head := w.head("sales", "main")
+	sealed := "sales." + ref.NewID()
+	w.stageRaw(sealed, "k")
+	w.must(w.store.Set(w.ctx, keys.StagingPartition(sealed), keys.StagingSealed(), []byte{}))
+	w.setBranch("sales", "held", &refpb.Branch{CommitId: string(head.CommitID), StagingToken: "sales." + ref.NewID(), SealedTokens: []string{sealed}})
+	rep := w.check(fsck.Config{})
+	if !rep.Healthy || len(rep.Findings) != 0 {
+		t.Fatalf("a range record and a seal marker are reported:\n%s", text(rep))
+	}
+	if got, want := rep.Stats.StagedEntries, before.Stats.StagedEntries+1; got != want {
+		t.Fatalf("%d staged entries counted, want %d (the sealed token's one entry added)", got, want)
+	}
+}
+
 func TestFsckUndecodableRecordsAreFindings(t *testing.T) {
 	w := newWorld(t)
 	w.installation()

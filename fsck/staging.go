@@ -39,6 +39,11 @@ func (r *run) checkBranchStaging(repo string, br branchRecord, rev int64) error 
 		var firstErr error
 		prefix := r.c.store.RawPrefix(keys.StagingPartition(tok))
 		err := r.scanPrefix("read staging token "+tok, rev, prefix, false, func(kv *mvccpb.KeyValue) error {
+			if !strings.HasPrefix(string(kv.Key[len(prefix):]), keys.EntryPrefix) {
+				// The token's range record and seal marker are not
+				// entries (keys.StagingRanges, keys.StagingSealed).
+				return nil
+			}
 			bs.Entries++
 			var e stagingpb.Entry
 			if err := proto.Unmarshal(kv.Value, &e); err != nil || e.GetFormatVersion() == 0 {

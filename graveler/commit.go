@@ -307,8 +307,10 @@ type resetScope struct {
 //     without the discarded values: every token read was still on the
 //     branch, so no commit had applied any of them.
 //  3. Fast path, when the branch has no sealed token (no commit in
-//     flight): drop the scope from the staging token st, then re-read the
-//     branch. If st is still its staging token, no commit sealed st
+//     flight): drop the scope from the staging token st (a prefix by one
+//     reset range, RangeStager.ResetPrefix, a single write whatever the
+//     number of keys; key by key where st cannot take one), then re-read
+//     the branch. If st is still its staging token, no commit sealed st
 //     meanwhile (tokens are never reused), so none read the values: done.
 //     The branch stays clean when nothing else is staged.
 //  4. Otherwise (sealed tokens present in step 1, or st sealed during the
@@ -396,10 +398,26 @@ func (g *Graveler) resetStaged(ctx context.Context, repo *RepositoryRecord, bran
 	// after them. Dropping entries cannot undo a range tombstone.
 	if len(b.SealedTokens) == 0 && h0.StagingToken == b.StagingToken && len(rng) == 0 {
 		st := b.StagingToken
-		if sc.prefix {
-			err = g.staging.DropByPrefix(ctx, st, sc.key)
-		} else {
+		switch {
+		case !sc.prefix:
 			err = g.staging.DropKey(ctx, st, sc.key)
+		case g.ranger != nil:
+			// One record write hides the whole scope. Where the token
+			// cannot take it (a range tombstone staged into the scope
+			// since step 1, the token's limit), entries are dropped as
+			// without one: what follows decides as it does after any
+			// drop. A token sealed since step 1 takes neither (a commit
+			// may be reading it): the re-read below finds the new token
+			// and the overrides of steps 4 to 6 do the reset.
+			err = g.ranger.ResetPrefix(ctx, st, sc.key)
+			switch {
+			case errors.Is(err, ErrStagingTokenSealed):
+				err = nil
+			case errors.Is(err, ErrRangeInScope), errors.Is(err, ErrTooManyRangeTombstones):
+				err = g.staging.DropByPrefix(ctx, st, sc.key)
+			}
+		default:
+			err = g.staging.DropByPrefix(ctx, st, sc.key)
 		}
 		if err != nil {
 			return err
@@ -563,18 +581,28 @@ func (g *Graveler) stageOverrides(ctx context.Context, repo *RepositoryRecord, b
 	if len(recs) == 1 {
 		if fenced := g.stageFenced(ctx, repo, branch, recs[0].Key, recs[0].Value); fenced != nil {
 			r, cur, err := fenced(st)
-			if err != nil {
+			sealed := errors.Is(err, ErrStagingTokenSealed) && cur != nil
+			if err != nil && !sealed {
 				g.repos.forget(repo.RepositoryID)
 				return nil, err
 			}
 			g.repos.put(r)
+			if sealed && cur.StagingToken == st {
+				return nil, retiredButNamed(repo, branch, st)
+			}
 			return cur, nil
 		}
 	}
-	if err := g.staging.SetBatch(ctx, st, recs); err != nil {
+	err := g.staging.SetBatch(ctx, st, recs)
+	sealed := errors.Is(err, ErrStagingTokenSealed)
+	if err != nil && !sealed {
 		return nil, err
 	}
-	return g.recheck(ctx, repo, branch)
+	cur, err := g.recheck(ctx, repo, branch)
+	if err == nil && sealed && cur.StagingToken == st {
+		return nil, retiredButNamed(repo, branch, st)
+	}
+	return cur, err
 }
 
 // ResetHard moves a branch to the commit ref resolves to. Without Force a

@@ -36,16 +36,26 @@ func (g *Graveler) writeBranch(ctx context.Context, repo *RepositoryRecord, id B
 	for attempt := 0; ; attempt++ {
 		var cur *Branch
 		var err error
+		// sealed: the token was retired before the write could apply, so
+		// nothing was written and the write must go to the new token.
+		var sealed bool
 		if fenced != nil {
 			var r *RepositoryRecord
-			if r, cur, err = fenced(b.StagingToken); err == nil {
+			r, cur, err = fenced(b.StagingToken)
+			if sealed = errors.Is(err, ErrStagingTokenSealed) && cur != nil; sealed {
+				err = nil
+			}
+			if err == nil {
 				g.repos.put(r)
 			} else {
 				g.repos.forget(repo.RepositoryID)
 			}
 		} else {
 			if err := write(b.StagingToken); err != nil {
-				return err
+				if !errors.Is(err, ErrStagingTokenSealed) {
+					return err
+				}
+				sealed = true
 			}
 			cur, err = g.recheck(ctx, repo, id)
 		}
@@ -55,6 +65,9 @@ func (g *Graveler) writeBranch(ctx context.Context, repo *RepositoryRecord, id B
 		}
 		g.cache.put(repo, id, cur)
 		if cur.StagingToken == b.StagingToken {
+			if sealed {
+				return retiredButNamed(repo, id, b.StagingToken)
+			}
 			return nil
 		}
 		writeRetries.Inc()
@@ -65,8 +78,21 @@ func (g *Graveler) writeBranch(ctx context.Context, repo *RepositoryRecord, id B
 	}
 }
 
+// retiredButNamed is the answer to a write refused by its token's seal
+// marker while the branch still names the token. The marker is written in
+// the same step as the branch update that stops naming it, so this means
+// the two are kept in different stores, or a branch was restored with a
+// retired token; the write is not applied, and saying so is all a writer
+// can do.
+func retiredButNamed(repo *RepositoryRecord, id BranchID, st StagingToken) error {
+	return fmt.Errorf("write to branch %s of repository %s: its staging token %s is sealed but the branch still names it: %w",
+		id, repo.RepositoryID, st, ErrStagingTokenSealed)
+}
+
 // stageFenced returns writeBranch's fenced write of one entry (nil value:
-// a tombstone), or nil when the stores cannot read the fence with it.
+// a tombstone), or nil when the stores cannot read the fence with it. A
+// write refused because its token is retired returns the fence read with
+// it and ErrStagingTokenSealed.
 func (g *Graveler) stageFenced(ctx context.Context, repo *RepositoryRecord, id BranchID, key Key, value *Value) func(StagingToken) (*RepositoryRecord, *Branch, error) {
 	if g.fstager == nil {
 		return nil
@@ -77,10 +103,15 @@ func (g *Graveler) stageFenced(ctx context.Context, repo *RepositoryRecord, id B
 			return nil, nil, err
 		}
 		got, err := g.fstager.SetAndRead(ctx, st, key, value, reads)
-		if err != nil {
+		sealed := errors.Is(err, ErrStagingTokenSealed) && len(got) == len(reads)
+		if err != nil && !sealed {
 			return nil, nil, err
 		}
-		return g.fencer.ParseBranchFence(repo, id, got)
+		r, cur, perr := g.fencer.ParseBranchFence(repo, id, got)
+		if perr != nil {
+			return nil, nil, perr
+		}
+		return r, cur, err
 	}
 }
 

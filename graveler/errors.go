@@ -65,6 +65,17 @@ var (
 	ErrBranchHeadMoved = fmt.Errorf("branch head moved: %w", ErrConflict)
 	// ErrTooManyRetries: a compare-and-swap loop gave up under contention.
 	ErrTooManyRetries = fmt.Errorf("too many concurrent updates, retry later: %w", ErrConflict)
+	// ErrStagingTokenSealed: a staged write found its token retired (a
+	// commit sealed it, a reset replaced it) and wrote nothing. The
+	// writer's flow writes again into the branch's current token, so it
+	// reaches a caller only as ErrTooManyRetries after FenceRetries such
+	// rounds. It wraps ErrConflict for that reason alone.
+	ErrStagingTokenSealed = fmt.Errorf("staging token retired by a commit or a reset: %w", ErrConflict)
+	// ErrRangeInScope: RangeStager.ResetPrefix refused, as a range
+	// tombstone of the token reaches into the prefix; hiding the token's
+	// entries cannot undo what it deletes, so the reset takes another way.
+	// Internal: a reset never returns it.
+	ErrRangeInScope = fmt.Errorf("a prefix delete of the staging token reaches into the reset prefix: %w", ErrFailedPrecondition)
 	// ErrSkipUpdate, returned by a BranchUpdateFunc, ends the update without writing.
 	ErrSkipUpdate = errors.New("skip update")
 )

@@ -184,9 +184,19 @@ type RangeStager interface {
 	// DeletePrefix stages a range tombstone for prefix ("" deletes every
 	// key). ErrTooManyRangeTombstones when the token holds its limit.
 	DeletePrefix(ctx context.Context, st StagingToken, prefix Key) error
+	// ResetPrefix stages a reset range for prefix: what the token staged
+	// under it before reads as never staged (reads fall through to older
+	// tokens and the head, which it leaves alone); a key staged after it
+	// survives. One record write, whatever the number of keys, counted
+	// against the same limit as DeletePrefix (ErrTooManyRangeTombstones).
+	// ErrRangeInScope when a range tombstone of the token reaches into
+	// prefix (either prefix starts with the other), ErrStagingTokenSealed
+	// in a retired token; nothing is written then.
+	ResetPrefix(ctx context.Context, st StagingToken, prefix Key) error
 	// ListRanged is List, and the prefixes of the token's range
-	// tombstones, read before its entries. The iterator returns a
-	// tombstone for a key the token staged before one of them.
+	// tombstones (not of its reset ranges), read before its entries. The
+	// iterator returns a tombstone for a key the token staged before one
+	// of them, and skips a key the token staged before a reset range.
 	ListRanged(ctx context.Context, st StagingToken) (ValueIterator, []Key, error)
 }
 

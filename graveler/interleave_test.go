@@ -229,7 +229,8 @@ func TestInterleaveResetDuringCommit(t *testing.T) {
 }
 
 // TestInterleaveResetDropRacesSeal: a reset finds no commit in flight and
-// is held just before it drops the key from the staging token; a commit
+// is held just before it drops the key from the staging token (a prefix:
+// before it writes its reset range, which the seal then refuses); a commit
 // then seals that token and reads it, and is held before its head update.
 // The reset, released, must notice the seal (its token is no longer the
 // staging token) and make its discard outlive the commit.
@@ -244,7 +245,12 @@ func TestInterleaveResetDropRacesSeal(t *testing.T) {
 				p := newPauseFixture(t, store, graveler.Config{})
 				p.stageOverBase("k")
 				st := p.branch("main").StagingToken
+				// A key's reset drops its entry; a prefix's writes one
+				// reset range into the token's range record.
 				drop := kvtest.OpOn(keys.StagingPartition(string(st)), keys.Entry([]byte("k")), "delete")
+				if tc.typ == graveler.ResetTypePrefix {
+					drop = kvtest.OpOn(keys.StagingPartition(string(st)), keys.StagingRanges(), "setif")
+				}
 				var hold *kvtest.PausePoint
 				var commit <-chan error
 				err := p.race(drop, func(ctx context.Context) error { return p.reset(ctx, tc.typ, tc.key) }, func() {
@@ -558,6 +564,113 @@ func TestInterleaveWriterVsSeal(t *testing.T) {
 					}
 					p.want("main", "w", "1")
 				})
+			}
+		}
+	})
+}
+
+// TestInterleaveWriterVsSealedToken: a write read the branch and is held
+// before it reaches the staging token; a commit seals that token, reads
+// it and is held before its head update. Released, the write must not
+// land in the sealed token (the seal marker refuses it): readers do not
+// see it while it is unacknowledged, the commit does not carry it, and it
+// is visible once its retry into the new token lands. If its caller gives
+// up while that retry is held, it is never applied anywhere. Every kind
+// of staged write is checked: Set (both fences), SetBatch, DeletePrefix.
+func TestInterleaveWriterVsSealedToken(t *testing.T) {
+	rangesWrite := func(st graveler.StagingToken) func(kvtest.Op) bool {
+		return func(op kvtest.Op) bool {
+			return op.Is("setif", keys.StagingPartition(string(st)), keys.StagingRanges())
+		}
+	}
+	writes := []struct {
+		name  string
+		held  func(st graveler.StagingToken) func(kvtest.Op) bool
+		do    func(ctx context.Context, p *pauseFixture) error
+		old   string // w's value before the write ("": missing)
+		after string // and after it
+	}{
+		{"set", func(st graveler.StagingToken) func(kvtest.Op) bool { return stagedWrite(st, "w") },
+			func(ctx context.Context, p *pauseFixture) error {
+				return p.g.Set(ctx, p.repo, "main", graveler.Key("w"), val("1"), graveler.SetOptions{})
+			}, "", "1"},
+		{"set-batch", func(st graveler.StagingToken) func(kvtest.Op) bool { return stagedWrite(st, "w") },
+			func(ctx context.Context, p *pauseFixture) error {
+				return p.g.SetBatch(ctx, p.repo, "main", []*graveler.ValueRecord{{Key: graveler.Key("w"), Value: func() *graveler.Value { v := val("1"); return &v }()}})
+			}, "", "1"},
+		{"delete-prefix", rangesWrite,
+			func(ctx context.Context, p *pauseFixture) error {
+				return p.g.DeletePrefix(ctx, p.repo, "main", graveler.Key("w"))
+			}, "0", ""},
+	}
+	wantW := func(p *pauseFixture, ref, v string) {
+		p.t.Helper()
+		if v == "" {
+			p.wantMissing(ref, "w")
+		} else {
+			p.want(ref, "w", v)
+		}
+	}
+	forEachBackend(t, func(t *testing.T, store kv.Store) {
+		for _, m := range fenceModes {
+			for _, w := range writes {
+				for _, giveUp := range []bool{false, true} {
+					name := m.name + "/" + w.name
+					if giveUp {
+						name += "/gives-up-before-retry"
+					}
+					t.Run(name, func(t *testing.T) {
+						p := newPauseFixture(t, store, m.cfg)
+						if w.old != "" {
+							p.set("main", "w", w.old)
+							p.commit("main", "base")
+						}
+						p.set("main", "other", "1")
+						st := p.branch("main").StagingToken
+						hold := p.ps.Pause(kvtest.Before, w.held(st))
+						wctx, cancel := context.WithCancel(p.ctx)
+						defer cancel()
+						write := async(func() error { return w.do(wctx, p) })
+						hold.Wait(t, holdTimeout)
+						commitHold, commitDone, _ := p.holdCommit("main")
+						st2 := p.branch("main").StagingToken
+						retry := p.ps.Pause(kvtest.Before, w.held(st2))
+						hold.Release()
+						retry.Wait(t, holdTimeout)
+						// The first attempt reached the store after the seal.
+						for e, err := range p.inner.Scan(p.ctx, keys.StagingPartition(string(st)), kv.ScanOptions{}) {
+							if err != nil {
+								t.Fatal(err)
+							}
+							if string(e.Key) != string(keys.Entry([]byte("other"))) && string(e.Key) != keys.StagingSealedKey {
+								t.Fatalf("the sealed token took a write after its seal: key %q", e.Key)
+							}
+						}
+						wantW(p, "main", w.old)
+						p.release(commitHold, commitDone)
+						wantW(p, "main", w.old)
+						wantW(p, "main@", w.old)
+						if giveUp {
+							cancel()
+							retry.Release()
+							if err := await(t, write); err == nil {
+								t.Fatal("a write whose retry was never sent was acknowledged")
+							}
+							wantW(p, "main", w.old)
+							p.set("main", "later", "1")
+							p.commit("main", "next")
+							wantW(p, "main@", w.old)
+							return
+						}
+						retry.Release()
+						if err := await(t, write); err != nil {
+							t.Fatal(err)
+						}
+						wantW(p, "main", w.after)
+						p.commit("main", "next")
+						wantW(p, "main@", w.after)
+					})
+				}
 			}
 		}
 	})

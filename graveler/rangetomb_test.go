@@ -223,7 +223,7 @@ func (p *pauseFixture) rangesOf(name string) func(kvtest.Op) bool {
 // every reader and the commit.
 func TestDeletePrefixSetBetweenReadAndWrite(t *testing.T) {
 	p := newPauseFixture(t, etcdkvtest.NewStore(t), graveler.Config{})
-	hold := p.ps.Pause(kvtest.After, p.rangesOf("get"))
+	hold := p.ps.Pause(kvtest.After, p.rangesOf("get_many"))
 	done := async(func() error { return p.g.DeletePrefix(p.ctx, p.repo, "main", graveler.Key("a/")) })
 	hold.Wait(t, holdTimeout)
 	p.set("main", "a/1", "between")

@@ -120,7 +120,7 @@ func Layout() []LayoutKey {
 		{
 			Partition: stagingPart, PartitionBuilder: funcName(StagingPartition), PartitionDoc: stagingDoc,
 			Key: string(StagingRanges()), KeyBuilder: funcName(StagingRanges),
-			Value: "RangeTombstones{[]{prefix, revision}}",
+			Value: "RangeTombstones{[]{prefix, revision, reset_range}}",
 		},
 		{
 			Partition: stagingPart, PartitionBuilder: funcName(StagingPartition), PartitionDoc: stagingDoc,

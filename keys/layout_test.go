@@ -250,6 +250,6 @@ func ExampleLayoutTree() {
 	//   staging:<staging_token>/  # partition: one staging token's entries
 	//     key/
 	//       <entry key> -> Value{identity, data} | tombstone
-	//     ranges -> RangeTombstones{[]{prefix, revision}}
+	//     ranges -> RangeTombstones{[]{prefix, revision, reset_range}}
 	//     sealed -> empty: the token is retired, no staged write applies any more
 }

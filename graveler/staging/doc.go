@@ -25,6 +25,17 @@
 // a deleted entry as a tombstone); what they delete in older tokens and in
 // the head is the reader's to apply, from ListRanged's prefixes.
 //
+// Reset ranges (ResetPrefix) share that record and its limit: one
+// compare-and-swap discards every entry the token staged under a prefix
+// before it (Get and ReadAt report such an entry as never staged, List
+// skips it), touching no entry and nothing in older tokens or the head,
+// so ListRanged does not report it. It is refused
+// (graveler.ErrRangeInScope) while a range tombstone of the token reaches
+// into its prefix. A ranges record holding one is written as format
+// version 2 (RangesFormatVersion), which a build reading only version 1
+// refuses instead of taking it for a delete; without one, it stays
+// version 1.
+//
 // Writes: Set is one kv write; SetAndRead is one kv write that also reads
 // other records after it (the writer's fence), one round trip when the store
 // is a kv.SetReader. Concurrent SetAndRead calls of one token share kv
@@ -36,7 +47,8 @@
 // revision is noted in every one of its callers' kv.Revisions, as their
 // own write's. SetBatch validates every record first, then
 // writes them with bounded parallelism; it is not atomic. DropByPrefix scans
-// and deletes in chunks, holding one chunk of keys at a time.
+// and deletes in chunks, holding one chunk of keys at a time (ResetPrefix
+// discards the same entries in one write).
 //
 // Reads: List is lazy and paged. It reads nothing until the first Next or
 // SeekGE (then the ranges record, then entries); its first page is small (Config.ListFirstPageSize) and pages

@@ -40,6 +40,32 @@ import (
 // one writer giving up does not fail the others, and a request nobody
 // waits for any more is abandoned as a lone writer's would be.
 
+// setAndReadUnsealed is kv.SetAndRead of writes into one staging token
+// (they share writes[0]'s partition), applied only while the token has no
+// seal marker (keys.StagingSealed). When it has one, nothing is written
+// and the reads are returned with an error wrapping
+// graveler.ErrStagingTokenSealed: they were made at the instant the
+// marker was found, so they already show what retired the token.
+func setAndReadUnsealed(ctx context.Context, store kv.Store, writes []kv.Write, reads []kv.KeyRef) ([]kv.Entry, error) {
+	got, applied, err := kv.SetAndReadUnless(ctx, store, []kv.KeyRef{sealedRef(writes[0].Partition)}, writes, reads)
+	if err == nil && !applied {
+		return got, sealedErr(writes[0].Partition)
+	}
+	return got, err
+}
+
+// sealedRef names the seal marker of the token whose partition is p.
+func sealedRef(p []byte) kv.KeyRef {
+	return kv.KeyRef{Partition: p, Key: keys.StagingSealed()}
+}
+
+// sealedErr is what a write refused by the seal marker of partition p
+// returns.
+func sealedErr(p []byte) error {
+	tok, _ := keys.ParseStagingPartition(p)
+	return fmt.Errorf("staging: token %q: %w", tok, graveler.ErrStagingTokenSealed)
+}
+
 // fencedWaiter is one caller's write waiting in a queued batch.
 type fencedWaiter struct {
 	ctx  context.Context
@@ -199,7 +225,7 @@ func (fb *fencedBatcher) do(ctx context.Context, w kv.Write, reads []kv.KeyRef) 
 		// queued batch), so its giving up harms nobody.
 		g.inFlight = true
 		fb.mu.Unlock()
-		got, err := kv.SetAndRead(ctx, fb.store, []kv.Write{w}, reads)
+		got, err := setAndReadUnsealed(ctx, fb.store, []kv.Write{w}, reads)
 		fencedWrites.Inc()
 		fencedBatches.Inc()
 		fencedBatchWrites.Observe(1)
@@ -279,7 +305,7 @@ func (fb *fencedBatcher) run(gk string, g *fencedGroup, b *fencedBatch) {
 	ctx, cancel := requestContext(waiters)
 	ctx, rev := kv.WithRevisions(ctx)
 	writes := b.writes()
-	got, err := kv.SetAndRead(ctx, fb.store, writes, b.reads)
+	got, err := setAndReadUnsealed(ctx, fb.store, writes, b.reads)
 	fencedBatches.Inc()
 	fencedBatchWrites.Observe(float64(len(writes)))
 	cancel()
@@ -308,7 +334,7 @@ func (fb *fencedBatcher) runAlone(b *fencedBatch) {
 		}
 		ctx, cancel := requestContext(ws)
 		ctx, rev := kv.WithRevisions(ctx)
-		got, err := kv.SetAndRead(ctx, fb.store, []kv.Write{ws[len(ws)-1].w}, b.reads)
+		got, err := setAndReadUnsealed(ctx, fb.store, []kv.Write{ws[len(ws)-1].w}, b.reads)
 		cancel()
 		fencedBatches.Inc()
 		fencedBatchWrites.Observe(1)
@@ -337,7 +363,10 @@ func (m *Manager) FencedWrites() bool {
 
 // SetAndRead is Set, reading reads no earlier than the write took effect
 // (kv.SetAndRead): the writer's fence in the same round trip, shared with
-// concurrent writers of the same token (see fencedBatcher).
+// concurrent writers of the same token (see fencedBatcher). A token
+// already retired (keys.StagingSealed) takes no write: the error wraps
+// graveler.ErrStagingTokenSealed and the reads, made at the instant the
+// seal was found, are returned with it.
 func (m *Manager) SetAndRead(ctx context.Context, st graveler.StagingToken, key graveler.Key, value *graveler.Value, reads []kv.KeyRef) ([]kv.Entry, error) {
 	w, err := stagedWrite(ctx, st, key, value)
 	if err != nil {
@@ -350,7 +379,10 @@ func (m *Manager) SetAndRead(ctx context.Context, st graveler.StagingToken, key 
 	if m.cfg.FencedBatchSize > 1 {
 		got, err = m.fenced.do(ctx, w, reads)
 	} else {
-		got, err = kv.SetAndRead(ctx, m.store, []kv.Write{w}, reads)
+		got, err = setAndReadUnsealed(ctx, m.store, []kv.Write{w}, reads)
+	}
+	if errors.Is(err, graveler.ErrStagingTokenSealed) {
+		return got, err
 	}
 	if err != nil {
 		return nil, storeErr(err, "set %s in token %q", qkey(key), st)
@@ -392,10 +424,11 @@ func (m *Manager) ParseEntry(st graveler.StagingToken, key graveler.Key, got kv.
 }
 
 // ReadAt reads records at one instant (kv.GetMany). The range tombstones
-// of every token whose entries are read are read with them, in the same
-// request when that stays within kv.MaxSetAndReadOps, otherwise just
-// before; an entry one of them deletes is returned as a stored tombstone,
-// so ParseEntry answers for it as Get does.
+// and reset ranges of every token whose entries are read are read with
+// them, in the same request when that stays within kv.MaxSetAndReadOps,
+// otherwise just before; an entry a tombstone deletes is returned as a
+// stored tombstone, and one a reset range hides as a missing record, so
+// ParseEntry answers for it as Get does.
 func (m *Manager) ReadAt(ctx context.Context, reads []kv.KeyRef) ([]kv.Entry, error) {
 	var parts [][]byte
 	for _, r := range reads {
@@ -448,8 +481,11 @@ func (m *Manager) ReadAt(ctx context.Context, reads []kv.KeyRef) ([]kv.Entry, er
 			if kerr != nil {
 				continue
 			}
-			if rev := rs.covering(key); rev > 0 && (got[j].Predicate.IsAbsent() || got[j].Predicate.Version() < rev) {
+			switch verdict, rev := rs.judge(key, got[j].Predicate.Version()); verdict {
+			case entryDeleted:
 				got[j] = kv.Entry{Key: got[j].Key, Value: encode(nil), Predicate: kv.NewPredicate(rev)}
+			case entryReset:
+				got[j] = kv.Entry{Key: got[j].Key}
 			}
 		}
 	}

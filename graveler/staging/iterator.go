@@ -56,9 +56,10 @@ type iterator struct {
 	bounded  bool
 	boundAll bool
 
-	// ranges are the token's range tombstones, read before the first
-	// page (rangesRead); an entry staged before one covering it is
-	// returned as a tombstone.
+	// ranges are the token's range tombstones and reset ranges, read
+	// before the first page (rangesRead); an entry staged before a
+	// tombstone covering it is returned as a tombstone, one staged
+	// before a reset range covering it is skipped.
 	ranges     rangeSet
 	rangesRead bool
 	// read counts the records read (graveler.RecordCounter).
@@ -92,31 +93,37 @@ func (it *iterator) Next() bool {
 	if it.err != nil || it.closed {
 		return false
 	}
-	for it.pos >= len(it.page) {
-		if it.done || !it.fetch() {
+	for {
+		for it.pos >= len(it.page) {
+			if it.done || !it.fetch() {
+				return false
+			}
+		}
+		e := it.page[it.pos]
+		it.page[it.pos] = kv.Entry{} // let the caller's record be the only reference
+		it.pos++
+		it.floor, it.floorEx = e.Key, true
+		key, err := keys.ParseEntry(e.Key)
+		if err != nil {
+			it.err = fmt.Errorf("staging: list token %q: %w: %w", it.token, ErrCorruptRecord, err)
 			return false
 		}
+		v, err := decode(e.Value)
+		if err != nil {
+			it.err = fmt.Errorf("staging: list token %q: key %s: %w", it.token, qkey(key), err)
+			return false
+		}
+		it.read++
+		switch verdict, _ := it.ranges.judge(key, e.Predicate.Version()); verdict {
+		case entryReset:
+			// Discarded by a reset range: the token stages nothing here.
+			continue
+		case entryDeleted:
+			v = nil
+		}
+		it.value = &graveler.ValueRecord{Key: key[:len(key):len(key)], Value: v}
+		return true
 	}
-	e := it.page[it.pos]
-	it.page[it.pos] = kv.Entry{} // let the caller's record be the only reference
-	it.pos++
-	it.floor, it.floorEx = e.Key, true
-	key, err := keys.ParseEntry(e.Key)
-	if err != nil {
-		it.err = fmt.Errorf("staging: list token %q: %w: %w", it.token, ErrCorruptRecord, err)
-		return false
-	}
-	v, err := decode(e.Value)
-	if err != nil {
-		it.err = fmt.Errorf("staging: list token %q: key %s: %w", it.token, qkey(key), err)
-		return false
-	}
-	it.read++
-	if v != nil && shadowed(it.ranges, key, e.Predicate.Version()) {
-		v = nil
-	}
-	it.value = &graveler.ValueRecord{Key: key[:len(key):len(key)], Value: v}
-	return true
 }
 
 // fetch reads the page at it.start. It returns false (with it.err set) on

@@ -67,16 +67,23 @@ func checkRecord(key graveler.Key, value *graveler.Value) error {
 }
 
 // Set stages value for key, overwriting whatever was staged; a nil value
-// stages a tombstone. It is one kv write.
+// stages a tombstone. It is one kv write, applied only while the token is
+// not retired (otherwise graveler.ErrStagingTokenSealed, nothing written).
 func (m *Manager) Set(ctx context.Context, st graveler.StagingToken, key graveler.Key, value *graveler.Value) error {
 	w, err := stagedWrite(ctx, st, key, value)
 	if err != nil {
 		return err
 	}
-	if err := m.store.Set(ctx, w.Partition, w.Key, w.Value); err != nil {
+	if err := m.setUnsealed(ctx, w); err != nil {
 		return storeErr(err, "set %s in token %q", qkey(key), st)
 	}
 	return nil
+}
+
+// setUnsealed writes w unless its token is retired (graveler.ErrStagingTokenSealed).
+func (m *Manager) setUnsealed(ctx context.Context, w kv.Write) error {
+	_, err := setAndReadUnsealed(ctx, m.store, []kv.Write{w}, nil)
+	return err
 }
 
 // stagedWrite validates one staged write (Set, SetAndRead) and builds it.
@@ -98,7 +105,9 @@ func stagedWrite(ctx context.Context, st graveler.StagingToken, key graveler.Key
 // record is validated before anything is written, so invalid input writes
 // nothing. The writes are independent and run Config.WriteParallelism at a
 // time: the batch is not atomic, and after an error some records may be
-// staged and others not (staging a record again is harmless). When a key
+// staged and others not (staging a record again is harmless); each write
+// applies only while the token is not retired, so after
+// graveler.ErrStagingTokenSealed the rest is in no token. When a key
 // appears more than once, its last record wins. The error names the first
 // record that failed.
 func (m *Manager) SetBatch(ctx context.Context, st graveler.StagingToken, records []*graveler.ValueRecord) error {
@@ -117,7 +126,7 @@ func (m *Manager) SetBatch(ctx context.Context, st graveler.StagingToken, record
 	records = lastPerKey(records)
 	return m.forEach(ctx, len(records), func(i int) error {
 		r := records[i]
-		if err := m.store.Set(ctx, p, keys.Entry(r.Key), encode(r.Value)); err != nil {
+		if err := m.setUnsealed(ctx, kv.Write{Partition: p, Key: keys.Entry(r.Key), Value: encode(r.Value)}); err != nil {
 			return storeErr(err, "set batch in token %q: key %s", st, qkey(r.Key))
 		}
 		return nil
@@ -287,7 +296,8 @@ func (m *Manager) Drop(ctx context.Context, st graveler.StagingToken) error {
 
 // List returns an iterator over the token's entries in key order,
 // tombstones included (a ValueRecord with a nil Value; also for an entry
-// staged before a range tombstone covering it). It reads nothing until the
+// staged before a range tombstone covering it), without the entries staged
+// before a reset range covering them. It reads nothing until the
 // first Next or SeekGE; then it reads the token's range tombstones, then
 // its entries in pages that start at
 // Config.ListFirstPageSize entries and double up to Config.ScanPageSize.

@@ -105,9 +105,13 @@ func (x *Entry) GetTombstone() bool {
 }
 
 // RangeTombstones is staging/<staging_token>/ranges: the token's range
-// tombstones (DeletePrefix), all in one record so that a read of a key
-// fetches them with the key in one round trip, and so that their number is
-// bounded by one compare-and-swap.
+// tombstones (DeletePrefix) and reset ranges (ResetPrefix), all in one
+// record so that a read of a key fetches them with the key in one round
+// trip, and so that their number is bounded by one compare-and-swap.
+//
+// format_version is 1 while no range of the record is a reset range, and
+// 2 otherwise: a reader that knows only version 1 would take a reset
+// range for a delete, so it must refuse the record instead.
 type RangeTombstones struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	FormatVersion uint32                 `protobuf:"varint,1,opt,name=format_version,json=formatVersion,proto3" json:"format_version,omitempty"`
@@ -162,6 +166,9 @@ func (x *RangeTombstones) GetTombstones() []*RangeTombstone {
 
 // RangeTombstone deletes every key under prefix that the token staged
 // before it, and every key under prefix of older tokens and of the head.
+// With reset_range set (format version 2 only) it is a reset range
+// instead: the keys under prefix that the token staged before it read as
+// never staged, and older tokens and the head are left alone.
 type RangeTombstone struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Prefix []byte                 `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
@@ -169,7 +176,10 @@ type RangeTombstone struct {
 	// the revision of the record holding it (the tombstone written last),
 	// which the record cannot contain. A staged entry of the token written
 	// at a later revision survives the tombstone.
-	Revision      int64 `protobuf:"varint,2,opt,name=revision,proto3" json:"revision,omitempty"`
+	Revision int64 `protobuf:"varint,2,opt,name=revision,proto3" json:"revision,omitempty"`
+	// reset_range makes this a reset range (ResetPrefix); ignored in a
+	// record of format version 1, which holds none.
+	ResetRange    bool `protobuf:"varint,3,opt,name=reset_range,json=resetRange,proto3" json:"reset_range,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -218,6 +228,13 @@ func (x *RangeTombstone) GetRevision() int64 {
 	return 0
 }
 
+func (x *RangeTombstone) GetResetRange() bool {
+	if x != nil {
+		return x.ResetRange
+	}
+	return false
+}
+
 var File_stagingpb_proto protoreflect.FileDescriptor
 
 const file_stagingpb_proto_rawDesc = "" +
@@ -232,10 +249,12 @@ const file_stagingpb_proto_rawDesc = "" +
 	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12C\n" +
 	"\n" +
 	"tombstones\x18\x02 \x03(\v2#.graveler.staging.v1.RangeTombstoneR\n" +
-	"tombstones\"D\n" +
+	"tombstones\"e\n" +
 	"\x0eRangeTombstone\x12\x16\n" +
 	"\x06prefix\x18\x01 \x01(\fR\x06prefix\x12\x1a\n" +
-	"\brevision\x18\x02 \x01(\x03R\brevisionB%Z#graveler/graveler/staging/stagingpbb\x06proto3"
+	"\brevision\x18\x02 \x01(\x03R\brevision\x12\x1f\n" +
+	"\vreset_range\x18\x03 \x01(\bR\n" +
+	"resetRangeB%Z#graveler/graveler/staging/stagingpbb\x06proto3"
 
 var (
 	file_stagingpb_proto_rawDescOnce sync.Once
