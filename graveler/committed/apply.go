@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -68,12 +69,15 @@ type writer struct {
 	levels []*pendingNode
 	// refs are the objects the new nodes reference: written here (at is
 	// the time before the write) or passed through (at is zero).
-	refs []objectRef
-	sem  chan struct{}
-	wg   sync.WaitGroup
-	mu   sync.Mutex
-	err  error
-	done bool
+	refs refList
+	// leafSize is a running average of the ranges' file sizes, by which a
+	// new range's buffer is sized.
+	leafSize int
+	sem      chan struct{}
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	err      error
+	done     bool
 }
 
 type pendingNode struct {
@@ -84,14 +88,54 @@ type pendingNode struct {
 	flushed int
 }
 
+// objectRef names an object by kind and ID rather than by its blob name,
+// so passing a subtree through builds no string.
 type objectRef struct {
-	name string
+	node bool
+	id   string
 	at   time.Time
+}
+
+// refList holds refs in fixed-size chunks: a large tree's commit passes
+// tens of thousands of subtrees through, and growing one slice would copy
+// them over and over.
+type refList struct {
+	chunks [][]objectRef
+}
+
+const refChunk = 1024
+
+func (l *refList) add(r objectRef) {
+	if k := len(l.chunks); k == 0 || len(l.chunks[k-1]) == refChunk {
+		l.chunks = append(l.chunks, make([]objectRef, 0, refChunk))
+	}
+	k := len(l.chunks) - 1
+	l.chunks[k] = append(l.chunks[k], r)
+}
+
+func (r objectRef) name() string {
+	if r.node {
+		return metarangesPrefix + r.id
+	}
+	return rangesPrefix + r.id
+}
+
+// appendFreshKey appends the key under which Manager.fresh knows r:
+// rangeCacheKey(ns, r.name()).
+func (r objectRef) appendFreshKey(dst []byte, ns graveler.StorageNamespace) []byte {
+	dst = append(dst, ns...)
+	dst = append(dst, 0)
+	if r.node {
+		dst = append(dst, metarangesPrefix...)
+	} else {
+		dst = append(dst, rangesPrefix...)
+	}
+	return append(dst, r.id...)
 }
 
 func (m *Manager) newWriter(ctx context.Context, ns graveler.StorageNamespace) *writer {
 	ctx, cancel := context.WithCancel(ctx)
-	return &writer{ctx: ctx, cancel: cancel, m: m, ns: ns, leaf: newRangeBuilder(m.cfg.BlockSize, nil), sem: make(chan struct{}, m.cfg.WriteParallelism)}
+	return &writer{ctx: ctx, cancel: cancel, m: m, ns: ns, leaf: newRangeBuilder(m.cfg.BlockSize, nil), leafSize: m.cfg.MinRangeSize, sem: make(chan struct{}, m.cfg.WriteParallelism)}
 }
 
 func (w *writer) level(l int) *pendingNode {
@@ -133,7 +177,7 @@ func (w *writer) add(key, identity, data []byte) error {
 // passThrough appends a stored subtree at level as is. Only at a boundary
 // (atBoundary), so the result is what writing its records would produce.
 func (w *writer) passThrough(d RangeDescriptor, level int) error {
-	w.refs = append(w.refs, objectRef{name: childBlobName(level, d.ID)})
+	w.refs.add(objectRef{node: level > 0, id: string(d.ID)})
 	w.last = append(w.last[:0], d.MaxKey...)
 	if level > 0 {
 		w.level(level).flushed++
@@ -152,10 +196,14 @@ func (w *writer) flushLeaf() error {
 		Count:         b.count,
 		EstimatedSize: b.size,
 	}
-	data := b.finish()
-	w.leaf = newRangeBuilder(w.m.cfg.BlockSize, b.scratch())
+	// The file goes to the store as built, uncopied; the next range gets
+	// a buffer of its own, twice the average size: sizes past the
+	// minimum are about geometric, so few ranges outgrow it.
+	data := b.take()
+	w.leafSize += (len(data) - w.leafSize) / 8
+	w.leaf = newRangeBuilder(w.m.cfg.BlockSize, make([]byte, 0, 2*w.leafSize+256))
 	desc.ID = graveler.RangeID(contentID(data))
-	if err := w.put(rangeBlobName(desc.ID), data); err != nil {
+	if err := w.put(objectRef{id: string(desc.ID)}, data); err != nil {
 		return err
 	}
 	return w.addChild(1, desc)
@@ -184,17 +232,19 @@ func (w *writer) flushNode(level int) error {
 	}
 	n := &treeNode{level: level, children: p.children, size: size, stored: len(data)}
 	desc.Count = n.count()
-	p.children, p.size = nil, 0
+	// The node keeps its children; the next one starts with room for as
+	// many and a half, so that it seldom grows.
+	p.children, p.size = make([]RangeDescriptor, 0, len(p.children)+len(p.children)/2), 0
 	p.flushed++
-	if err := w.put(metaRangeBlobName(id), data); err != nil {
+	if err := w.put(objectRef{node: true, id: string(id)}, data); err != nil {
 		return err
 	}
 	w.m.nodes.add(rangeCacheKey(w.ns, string(id)), n, n.stored)
 	return w.addChild(level+1, desc)
 }
 
-// put starts writing an object; it fails with the first write error seen.
-func (w *writer) put(name string, data []byte) error {
+// put starts writing object ref; it fails with the first write error seen.
+func (w *writer) put(ref objectRef, data []byte) error {
 	if err := w.failed(); err != nil {
 		return err
 	}
@@ -208,7 +258,9 @@ func (w *writer) put(name string, data []byte) error {
 	}
 	// The time before the write: the object's is no older.
 	at := w.m.cfg.Now()
-	w.refs = append(w.refs, objectRef{name: name, at: at})
+	ref.at = at
+	w.refs.add(ref)
+	name := ref.name()
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
@@ -278,7 +330,7 @@ func (w *writer) finish() (graveler.MetaRangeID, error) {
 		if len(p.children) == 0 {
 			return "", nil
 		}
-		if err := w.m.refresh(w.ctx, w.ns, w.refs); err != nil {
+		if err := w.m.refresh(w.ctx, w.ns, &w.refs); err != nil {
 			return "", err
 		}
 		data, size := encodeNode(l, p.children, w.m.cfg.BlockSize)
@@ -304,24 +356,28 @@ func (w *writer) finish() (graveler.MetaRangeID, error) {
 // descendants of a passed-through subtree belong to the base's tree,
 // which a collection marks whole. A child found missing fails the write
 // (wrapping ErrBlobNotFound) rather than give a commit a hole.
-func (m *Manager) refresh(ctx context.Context, ns graveler.StorageNamespace, refs []objectRef) error {
+func (m *Manager) refresh(ctx context.Context, ns graveler.StorageNamespace, refs *refList) error {
 	half := m.cfg.GCGrace / 2
 	now := m.cfg.Now()
 	var stale []string
-	seen := make(map[string]bool, len(refs))
-	for _, r := range refs {
-		if seen[r.name] {
-			continue
+	var key []byte
+	for _, chunk := range refs.chunks {
+		for _, r := range chunk {
+			if !r.at.IsZero() && now.Sub(r.at) < half {
+				continue
+			}
+			// A key built in place: a tree of a million entries has tens
+			// of thousands of children to look up here.
+			key = r.appendFreshKey(key[:0], ns)
+			if at, ok := m.fresh.getBytes(key); ok && now.Sub(at) < half {
+				continue
+			}
+			stale = append(stale, r.name())
 		}
-		seen[r.name] = true
-		if !r.at.IsZero() && now.Sub(r.at) < half {
-			continue
-		}
-		if at, ok := m.fresh.get(rangeCacheKey(ns, r.name)); ok && now.Sub(at) < half {
-			continue
-		}
-		stale = append(stale, r.name)
 	}
+	// An object named twice is asked about once.
+	slices.Sort(stale)
+	stale = slices.Compact(stale)
 	if len(stale) == 0 {
 		return nil
 	}

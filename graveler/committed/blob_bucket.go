@@ -45,7 +45,9 @@ var ErrBlobStoreClosed = errors.New("committed: blob store closed")
 //
 // A file:// namespace is a directory tree, so it cannot hold both "a" and
 // "a/b", and fileblob reserves names ending in ".attrs"; callers' names
-// (hash-named ranges under fixed prefixes) avoid both.
+// (hash-named ranges under fixed prefixes) avoid both. Its Put and Get
+// reach the files directly (filePut, fileRead) rather than through
+// fileblob, writing the same files fileblob reads.
 func NewBucketStore(cfg BucketConfig) BlobStore {
 	return &blobBucketStore{cfg: cfg, buckets: map[graveler.StorageNamespace]*blob.Bucket{}}
 }
@@ -131,6 +133,12 @@ func (s *blobBucketStore) Put(ctx context.Context, ns graveler.StorageNamespace,
 	if err != nil {
 		return err
 	}
+	if p, ok := filePath(ns, name); ok {
+		if err := filePut(p, data); err != nil {
+			return fmt.Errorf("put %s %q: %w", ns, name, err)
+		}
+		return nil
+	}
 	// A fixed content type keeps the writer from sniffing the first bytes.
 	opts := &blob.WriterOptions{ContentType: "application/octet-stream"}
 	if u, _ := url.Parse(string(ns)); u != nil && u.Scheme == "s3" {
@@ -168,11 +176,36 @@ func (s *blobBucketStore) Get(ctx context.Context, ns graveler.StorageNamespace,
 	if err != nil {
 		return nil, err
 	}
+	if p, ok := filePath(ns, name); ok {
+		data, err := fileRead(p)
+		if err != nil {
+			if fileNotFound(err) {
+				return nil, fmt.Errorf("get %s %q: %w", ns, name, ErrBlobNotFound)
+			}
+			return nil, fmt.Errorf("get %s %q: %w", ns, name, err)
+		}
+		return data, nil
+	}
 	data, err := b.ReadAll(ctx, name)
 	if err != nil {
 		return nil, blobMapErr("get", ns, name, err)
 	}
 	return data, nil
+}
+
+// filePath returns the path of a file:// namespace's object, which Put
+// and Get reach directly (see filePut). Valid names are the files'
+// relative paths: fileblob escapes nothing a valid name can hold. Names
+// fileblob reserves for its sidecars are left for it to refuse.
+func filePath(ns graveler.StorageNamespace, name string) (string, bool) {
+	if !strings.HasPrefix(string(ns), "file:") || strings.HasSuffix(name, ".attrs") {
+		return "", false
+	}
+	u, err := url.Parse(string(ns))
+	if err != nil || u.Scheme != "file" {
+		return "", false
+	}
+	return filepath.Join(filepath.Clean(filepath.FromSlash(u.Path)), filepath.FromSlash(name)), true
 }
 
 func (s *blobBucketStore) Exists(ctx context.Context, ns graveler.StorageNamespace, name string) (bool, error) {

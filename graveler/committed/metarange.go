@@ -111,7 +111,13 @@ func nodeEntryLen(r *RangeDescriptor) int {
 // Keying by MaxKey lets a lookup find the one child that can hold a key
 // with a single search.
 func encodeNode(level int, children []RangeDescriptor, blockSize int) (data []byte, size int) {
-	b := newRangeBuilder(blockSize, nil)
+	// Room for the records, the index (two keys a block) and the footer,
+	// so that the buffer seldom grows; it is the node's own.
+	est := 0
+	for i := range children {
+		est += nodeEntryLen(&children[i])
+	}
+	b := newRangeBuilder(blockSize, make([]byte, 0, est+est/8+256))
 	b.level = level
 	var d []byte
 	var id [sha256.Size]byte
@@ -122,7 +128,7 @@ func encodeNode(level int, children []RangeDescriptor, blockSize int) (data []by
 		b.add(r.MaxKey, id[:], d)
 	}
 	size = b.size
-	return b.finish(), size
+	return b.take(), size
 }
 
 // encodeMetaRange writes the one-level format (version 1): a range file of

@@ -64,11 +64,10 @@ type rangeBuilder struct {
 	size int
 }
 
-// newRangeBuilder starts a range in scratch, a buffer the caller may pass
-// from one builder to the next (finish returns a copy), which spares
-// growing a fresh buffer for every range.
-func newRangeBuilder(blockSize int, scratch []byte) *rangeBuilder {
-	return &rangeBuilder{blockSize: blockSize, buf: scratch[:0]}
+// newRangeBuilder starts a range in buf (appended to from its start):
+// a buffer sized for the range spares growing one for every range.
+func newRangeBuilder(blockSize int, buf []byte) *rangeBuilder {
+	return &rangeBuilder{blockSize: blockSize, buf: buf[:0]}
 }
 
 func (b *rangeBuilder) empty() bool { return b.count == 0 }
@@ -133,14 +132,15 @@ func (b *rangeBuilder) sealBlock() {
 }
 
 // finish returns the complete file in a new buffer of its own (the blob
-// store may keep it), leaving the scratch buffer to scratch(). The builder
-// must not be used after.
+// store may keep it). The builder must not be used after.
 func (b *rangeBuilder) finish() []byte {
 	return bytes.Clone(b.encode())
 }
 
-// scratch returns the builder's buffer for reuse by the next builder.
-func (b *rangeBuilder) scratch() []byte { return b.buf[:0] }
+// take returns the complete file in the builder's own buffer, uncopied:
+// for a caller that gave the builder a buffer of its own. The builder
+// must not be used after.
+func (b *rangeBuilder) take() []byte { return b.encode() }
 
 func (b *rangeBuilder) encode() []byte {
 	b.sealBlock()
