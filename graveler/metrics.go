@@ -2,6 +2,7 @@ package graveler
 
 import (
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -56,16 +57,25 @@ var (
 	})
 )
 
+// The series of commitDuration, bound on first use rather than looked up
+// by label on every commit; bound lazily so that /metrics lists only the
+// outcomes that happened, as before.
+var (
+	commitOK        = sync.OnceValue(func() prometheus.Observer { return commitDuration.WithLabelValues("ok") })
+	commitNoChanges = sync.OnceValue(func() prometheus.Observer { return commitDuration.WithLabelValues("no_changes") })
+	commitError     = sync.OnceValue(func() prometheus.Observer { return commitDuration.WithLabelValues("error") })
+)
+
 func observeCommit(start time.Time, err error) {
-	outcome := "ok"
+	o := commitOK
 	switch {
 	case err == nil:
 	case errorsIsNoChanges(err):
-		outcome = "no_changes"
+		o = commitNoChanges
 	default:
-		outcome = "error"
+		o = commitError
 	}
-	commitDuration.WithLabelValues(outcome).Observe(time.Since(start).Seconds())
+	o().Observe(time.Since(start).Seconds())
 }
 
 func errorsIsNoChanges(err error) bool { return errors.Is(err, ErrNoChanges) }

@@ -74,6 +74,12 @@ type GRPCOptions struct {
 	// in AccessLogSampled and AccessLogAll (default 1s; negative: no call
 	// counts as slow). Streams are long-lived by design and never count.
 	SlowCallThreshold time.Duration
+	// StreamWorkers is how many goroutines the server keeps to run calls
+	// on (default 64; negative: none, a new goroutine for every call, as
+	// gRPC does by default). A kept goroutine has the stack a handler
+	// grew before, so a call does not grow a fresh one (copying it as it
+	// goes); calls beyond the workers busy still get a goroutine each.
+	StreamWorkers int
 }
 
 // AccessLog chooses which calls the gRPC server logs. It is a flag.Value.
@@ -129,6 +135,10 @@ func serverFault(c codes.Code) bool {
 	return false
 }
 
+// defaultStreamWorkers is GRPCOptions.StreamWorkers' default: as many as
+// the concurrent calls of a busy client pool, so that most calls find one.
+const defaultStreamWorkers = 64
+
 // GRPC is a configured gRPC server with its health service.
 type GRPC struct {
 	Server *grpc.Server
@@ -160,6 +170,9 @@ func NewGRPCServer(srv *Server, o GRPCOptions) *GRPC {
 	if o.SlowCallThreshold == 0 {
 		o.SlowCallThreshold = time.Second
 	}
+	if o.StreamWorkers == 0 {
+		o.StreamWorkers = defaultStreamWorkers
+	}
 	ob := &observer{log: o.Logger, tokens: o.Tokens, timeout: o.DefaultTimeout,
 		mode: o.AccessLog, every: uint64(o.AccessLogSampleEvery), slow: o.SlowCallThreshold}
 	opts := []grpc.ServerOption{
@@ -169,6 +182,9 @@ func NewGRPCServer(srv *Server, o GRPCOptions) *GRPC {
 		grpc.KeepaliveEnforcementPolicy(o.KeepalivePolicy),
 		grpc.UnaryInterceptor(ob.unary),
 		grpc.StreamInterceptor(ob.stream),
+	}
+	if o.StreamWorkers > 0 {
+		opts = append(opts, grpc.NumStreamWorkers(uint32(o.StreamWorkers)))
 	}
 	if o.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(o.TLS)))
@@ -180,6 +196,8 @@ func NewGRPCServer(srv *Server, o GRPCOptions) *GRPC {
 	hs.SetServingStatus(pb.GravelerService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
+	// Every service is registered and none is served yet.
+	ob.bindMethods(gs)
 	return &GRPC{Server: gs, Health: hs}
 }
 
@@ -241,6 +259,63 @@ type observer struct {
 	slow    time.Duration // negative: off
 	// calls counts the calls that sampling may pass over.
 	calls atomic.Uint64
+	// methods holds the metric series of every registered method, by full
+	// method name; read-only once the server is built.
+	methods map[string]*methodMetrics
+}
+
+// methodMetrics are one method's series, bound once: WithLabelValues
+// hashes its label values and looks the series up on every call. The
+// counter of a code is bound at its first use, so that /metrics shows the
+// same series as when each call looked its own up.
+type methodMetrics struct {
+	short   string
+	seconds prometheus.Observer
+	codes   [maxCode + 1]atomic.Pointer[prometheus.Counter]
+}
+
+// maxCode is the highest gRPC status code (codes.Unauthenticated).
+const maxCode = codes.Unauthenticated
+
+func newMethodMetrics(method string) *methodMetrics {
+	short := method[strings.LastIndexByte(method, '/')+1:]
+	return &methodMetrics{short: short, seconds: requestSeconds.WithLabelValues(short)}
+}
+
+func (m *methodMetrics) counter(c codes.Code) prometheus.Counter {
+	if c > maxCode {
+		return requestsTotal.WithLabelValues(m.short, c.String())
+	}
+	if p := m.codes[c].Load(); p != nil {
+		return *p
+	}
+	ctr := requestsTotal.WithLabelValues(m.short, c.String())
+	m.codes[c].Store(&ctr)
+	return ctr
+}
+
+// bindMethods binds the series of every method gs serves.
+func (o *observer) bindMethods(gs *grpc.Server) {
+	o.methods = map[string]*methodMetrics{}
+	for svc, info := range gs.GetServiceInfo() {
+		for _, m := range info.Methods {
+			full := "/" + svc + "/" + m.Name
+			o.methods[full] = newMethodMetrics(full)
+		}
+	}
+}
+
+// record counts a call that ended with c and took d.
+func (o *observer) record(method string, c codes.Code, d time.Duration) {
+	m := o.methods[method]
+	if m == nil {
+		short := method[strings.LastIndexByte(method, '/')+1:]
+		requestsTotal.WithLabelValues(short, c.String()).Inc()
+		requestSeconds.WithLabelValues(short).Observe(d.Seconds())
+		return
+	}
+	m.counter(c).Inc()
+	m.seconds.Observe(d.Seconds())
 }
 
 type requestIDKey struct{}
@@ -259,12 +334,13 @@ func newRequestID() string {
 
 // requestID takes the caller's id when it is short and printable, so that a
 // client's logs and the server's line up; otherwise it makes one.
+// ValueFromIncomingContext, unlike FromIncomingContext, copies no more
+// than the one header.
 func requestID(ctx context.Context) string {
-	md, _ := metadata.FromIncomingContext(ctx)
-	if v := md.Get(RequestIDHeader); len(v) == 1 && len(v[0]) <= 64 && v[0] != "" {
+	if v := metadata.ValueFromIncomingContext(ctx, RequestIDHeader); len(v) == 1 && len(v[0]) <= 64 && v[0] != "" {
 		ok := true
-		for _, r := range v[0] {
-			if r < 0x21 || r > 0x7e {
+		for i := 0; i < len(v[0]); i++ {
+			if c := v[0][i]; c < 0x21 || c > 0x7e {
 				ok = false
 				break
 			}
@@ -280,8 +356,7 @@ func (o *observer) authenticate(ctx context.Context, method string) (string, err
 	if o.tokens == nil || strings.HasPrefix(method, healthPrefix) {
 		return "", nil
 	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	v := md.Get("authorization")
+	v := metadata.ValueFromIncomingContext(ctx, "authorization")
 	if len(v) != 1 {
 		return "", fmt.Errorf("%w: missing authorization: Bearer <token>", ErrUnauthenticated)
 	}
@@ -298,26 +373,33 @@ func (o *observer) authenticate(ctx context.Context, method string) (string, err
 
 // call runs f, turning a panic into an INTERNAL error.
 func call(f func() error) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("server: panic in handler: %v", r)
-		}
-	}()
+	defer recoverHandler(&err)
 	return f()
 }
 
+// callUnary is call for a unary handler, without a closure to allocate.
+func callUnary(ctx context.Context, req any, handler grpc.UnaryHandler) (resp any, err error) {
+	defer recoverHandler(&err)
+	return handler(ctx, req)
+}
+
+func recoverHandler(err *error) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("server: panic in handler: %v", r)
+	}
+}
+
 // finish converts err into a status, logs the request as o.mode says and
-// records metrics.
-func (o *observer) finish(method, repo, rid, principal string, unary bool, start time.Time, err error) error {
+// records metrics. req is the request (or a stream's first message): the
+// repository it names is only looked up for a call that is logged.
+func (o *observer) finish(method string, req any, rid, principal string, unary bool, start time.Time, err error) error {
 	st := ToStatus(err, rid)
 	c := codes.OK
 	if st != nil {
 		c = st.Code()
 	}
 	d := time.Since(start)
-	short := method[strings.LastIndexByte(method, '/')+1:]
-	requestsTotal.WithLabelValues(short, c.String()).Inc()
-	requestSeconds.WithLabelValues(short).Observe(d.Seconds())
+	o.record(method, c, d)
 	slow := unary && o.slow > 0 && d > o.slow
 	var sampled bool
 	switch {
@@ -332,7 +414,7 @@ func (o *observer) finish(method, repo, rid, principal string, unary bool, start
 		sampled = o.every > 1
 	}
 	fields := []zap.Field{
-		zap.String("method", method), zap.String("repository", repo),
+		zap.String("method", method), zap.String("repository", repositoryOf(req)),
 		zap.String("code", c.String()), zap.Duration("duration", d), zap.String("request_id", rid),
 	}
 	if principal != "" {
@@ -361,7 +443,7 @@ func (o *observer) unary(ctx context.Context, req any, info *grpc.UnaryServerInf
 	start := time.Now()
 	rid := requestID(ctx)
 	ctx = context.WithValue(ctx, requestIDKey{}, rid)
-	_ = grpc.SetHeader(ctx, metadata.Pairs(RequestIDHeader, rid))
+	_ = grpc.SetHeader(ctx, metadata.MD{RequestIDHeader: []string{rid}})
 	var resp any
 	principal, err := o.authenticate(ctx, info.FullMethod)
 	if err == nil {
@@ -371,13 +453,9 @@ func (o *observer) unary(ctx context.Context, req any, info *grpc.UnaryServerInf
 			ctx, cancel = context.WithTimeout(ctx, o.timeout)
 			defer cancel()
 		}
-		err = call(func() error {
-			var herr error
-			resp, herr = handler(ctx, req)
-			return herr
-		})
+		resp, err = callUnary(ctx, req, handler)
 	}
-	return resp, o.finish(info.FullMethod, repositoryOf(req), rid, principal, true, start, err)
+	return resp, o.finish(info.FullMethod, req, rid, principal, true, start, err)
 }
 
 // observedStream carries the request id in its context and remembers the
@@ -401,14 +479,14 @@ func (s *observedStream) RecvMsg(m any) error {
 func (o *observer) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	start := time.Now()
 	rid := requestID(ss.Context())
-	_ = ss.SetHeader(metadata.Pairs(RequestIDHeader, rid))
+	_ = ss.SetHeader(metadata.MD{RequestIDHeader: []string{rid}})
 	ws := &observedStream{ServerStream: ss, ctx: context.WithValue(ss.Context(), requestIDKey{}, rid)}
 	principal, err := o.authenticate(ws.ctx, info.FullMethod)
 	if err == nil {
 		ws.ctx = withPrincipal(ws.ctx, principal)
 		err = call(func() error { return handler(srv, ws) })
 	}
-	return o.finish(info.FullMethod, repositoryOf(ws.first), rid, principal, false, start, err)
+	return o.finish(info.FullMethod, ws.first, rid, principal, false, start, err)
 }
 
 // repositoryOf names the repository a request addresses, for the logs.

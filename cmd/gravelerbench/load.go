@@ -122,10 +122,12 @@ func (b *bench) compare(ctx context.Context, what string, clients int, g, raw *s
 		}
 	}
 	var recs [2][]*recorder
-	var elapsed [2]time.Duration
-	var thr, p50, p99 []float64
+	var elapsed, cpu [2]time.Duration
+	var thr, p50, p99, cpuRatio []float64
+	cpuOK := true
 	for i := range pairs {
 		var got [2][]OpStats
+		var phaseCPU [2]time.Duration
 		for k := range 2 {
 			j := k
 			if i%2 == 1 {
@@ -134,10 +136,15 @@ func (b *bench) compare(ctx context.Context, what string, clients int, g, raw *s
 			if sides[j] == nil {
 				continue
 			}
+			c0, ok0 := processCPU()
 			r, el := sides[j].run(ctx, i, phase)
+			c1, ok1 := processCPU()
+			cpuOK = cpuOK && ok0 && ok1
 			recs[j] = append(recs[j], r...)
 			elapsed[j] += el
+			cpu[j] += c1 - c0
 			got[j] = summarize(el, r...)
+			phaseCPU[j] = c1 - c0
 		}
 		if g == nil || raw == nil {
 			continue
@@ -150,6 +157,9 @@ func (b *bench) compare(ctx context.Context, what string, clients int, g, raw *s
 		thr = append(thr, gs.Throughput()/rs.Throughput())
 		p50 = append(p50, float64(gs.P50)/float64(rs.P50))
 		p99 = append(p99, float64(gs.P99)/float64(rs.P99))
+		if gs.Count > 0 && rs.Count > 0 && phaseCPU[1] > 0 {
+			cpuRatio = append(cpuRatio, (float64(phaseCPU[0])/float64(gs.Count))/(float64(phaseCPU[1])/float64(rs.Count)))
+		}
 	}
 	var all [2][]OpStats
 	for j, s := range sides {
@@ -168,6 +178,15 @@ func (b *bench) compare(ctx context.Context, what string, clients int, g, raw *s
 	fmt.Fprintf(b.out, "RATIO %s clients=%d graveler/etcd throughput=%.3f (%.0f vs %.0f ops/s) p50=%.2fx p99=%.2fx median of %d pairs %s; load1 %s -> %s; etcd connections gravelerd=%d raw=%d\n",
 		what, clients, median(thr), gs.Throughput(), rs.Throughput(), median(p50), median(p99),
 		len(thr), fmtPairs(thr), loadStart, loadAvg(), gravelerdEtcdConns, b.etcdConns)
+	if cpuOK && gs.Count > 0 && rs.Count > 0 && len(cpuRatio) > 0 {
+		// CPU time per call varies far less than throughput when other
+		// work shares the machine. It is this process's: with --embedded,
+		// the load tool, gravelerd and etcd together, so each side's
+		// figure is the whole cost of its calls on this machine.
+		fmt.Fprintf(b.out, "CPU %s clients=%d process cpu per call: graveler %s, etcd %s; graveler/etcd=%.2fx median of %d pairs %s\n",
+			what, clients, (cpu[0] / time.Duration(gs.Count)).Round(100*time.Nanosecond), (cpu[1] / time.Duration(rs.Count)).Round(100*time.Nanosecond),
+			median(cpuRatio), len(cpuRatio), fmtPairs(cpuRatio))
+	}
 }
 
 // median of xs (the mean of the middle two for an even count).

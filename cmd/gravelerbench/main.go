@@ -56,6 +56,7 @@ type config struct {
 	pairs        int
 	warmup       time.Duration
 	cpuProfile   string
+	memProfile   string
 	scaling      scalingFlags
 }
 
@@ -100,6 +101,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.conns, "conns", 4, "gRPC connections to gravelerd")
 	fs.IntVar(&c.etcdConns, "etcd-conns", gravelerdEtcdConns, "etcd clients of the raw-etcd baseline (default: as many as a gravelerd holds)")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured run (with --embedded: etcd and gravelerd included) to this file")
+	fs.StringVar(&c.memProfile, "memprofile", "", "write an allocation profile (allocs since the start of the process, -sample_index=alloc_objects for counts) to this file at the end of the run")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -195,6 +197,13 @@ func run(ctx context.Context, c *config, out io.Writer) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if c.memProfile != "" {
+		defer func() {
+			if err := writeAllocs(c.memProfile); err != nil {
+				fmt.Fprintln(out, "gravelerbench: memprofile:", err)
+			}
+		}()
+	}
 	switch c.scenario {
 	case "staged-writes":
 		return b.stagedWrites(ctx)
@@ -214,6 +223,19 @@ func run(ctx context.Context, c *config, out io.Writer) error {
 		return b.tombstones(ctx)
 	}
 	return fmt.Errorf("unknown scenario %q", c.scenario)
+}
+
+// writeAllocs writes the allocation profile to path.
+func writeAllocs(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func main() {
