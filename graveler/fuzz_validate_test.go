@@ -2,6 +2,7 @@ package graveler_test
 
 import (
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -23,6 +24,14 @@ func checkRejection(t *testing.T, what, in string, err error, specific error) {
 		t.Fatalf("%s %q: error %v does not wrap %v", what, in, err, specific)
 	}
 }
+
+// The documented patterns, as regular expressions: the validators check
+// the same with byte loops, and the fuzz targets hold them to these.
+var (
+	repositoryIDRe = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{2,62}$`)
+	refNameRe      = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`)
+	hexRe          = regexp.MustCompile(`^[0-9a-f]+$`)
+)
 
 func isLowerHex(s string) bool {
 	for i := 0; i < len(s); i++ {
@@ -57,6 +66,9 @@ func FuzzValidateRepositoryID(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		err := graveler.ValidateRepositoryID(graveler.RepositoryID(s))
+		if ok := repositoryIDRe.MatchString(s); ok != (err == nil) {
+			t.Fatalf("repository id %q: validator says %v, the documented pattern says ok=%v", s, err, ok)
+		}
 		if err != nil {
 			checkRejection(t, "repository id", s, err, graveler.ErrInvalidRepositoryID)
 			return
@@ -90,6 +102,10 @@ func FuzzValidateBranchID(f *testing.F) {
 		if ok := refNameOK(s, graveler.MaxBranchIDLen); ok != (err == nil) {
 			t.Fatalf("branch id %q: validator says %v, rule says ok=%v", s, err, ok)
 		}
+		if ok := refNameRe.MatchString(s) && len(s) <= graveler.MaxBranchIDLen && !strings.HasSuffix(s, ".lock") &&
+			!strings.Contains(s, "..") && s != "HEAD" && s != "head" && !(len(s) == graveler.CommitIDLen && hexRe.MatchString(s)); ok != (err == nil) {
+			t.Fatalf("branch id %q: validator says %v, the documented pattern says ok=%v", s, err, ok)
+		}
 		// Accepted names never contain the reference syntax, so "name~1"
 		// always parses as a modifier on name.
 		if err == nil && strings.ContainsAny(s, "~^@$/:") {
@@ -122,7 +138,7 @@ func FuzzValidateCommitID(f *testing.F) {
 		if err != nil {
 			checkRejection(t, "commit id", s, err, graveler.ErrInvalidCommitID)
 		}
-		if ok := len(s) == graveler.CommitIDLen && isLowerHex(s); ok != (err == nil) {
+		if ok := len(s) == graveler.CommitIDLen && isLowerHex(s) && hexRe.MatchString(s); ok != (err == nil) {
 			t.Fatalf("commit id %q: validator says %v, rule says ok=%v", s, err, ok)
 		}
 		// A valid commit id is never a valid branch name, so a full commit
