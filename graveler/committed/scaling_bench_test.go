@@ -203,3 +203,96 @@ func BenchmarkCommitScaling(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDiffScaling times a full Diff of two trees of N entries that
+// differ in k = 1,000 random keys (the head and the head with one commit
+// of them applied), beside a full List of one of them in the same run: the
+// cost a diff that could not skip equal subtrees would pay at least. Each
+// iteration uses a fresh Manager, so no node or range is cached: what it
+// reads is what a cold diff reads. Sizes from COMMIT_SCALING_N.
+//
+//	COMMIT_SCALING_N=1000000 go test -run '^$' -bench DiffScaling -benchtime 5x ./graveler/committed/
+func BenchmarkDiffScaling(b *testing.B) {
+	const k = 1000
+	for _, n := range scalingSizes() {
+		b.Run(fmt.Sprintf("store=file/n=%d", n), func(b *testing.B) {
+			dir := filepath.Join(b.TempDir(), "data")
+			blobs := committed.NewBucketStore(committed.BucketConfig{})
+			defer blobs.Close()
+			ns := graveler.StorageNamespace("file://" + filepath.ToSlash(dir))
+			ms := &meteredStore{BlobStore: blobs}
+			cfg := scalingConfig(b)
+			ctx := context.Background()
+			m := committed.NewManager(ms, cfg)
+			left, err := m.WriteMetaRangeByIterator(ctx, ns, &genIter{n: n})
+			if err != nil {
+				b.Fatal(err)
+			}
+			r := rand.New(rand.NewPCG(uint64(n), 11))
+			idx := map[int]bool{}
+			for len(idx) < min(k, n) {
+				idx[r.IntN(n)] = true
+			}
+			keys := slices.Sorted(func(yield func(int) bool) {
+				for i := range idx {
+					if !yield(i) {
+						return
+					}
+				}
+			})
+			changes := make([]graveler.ValueRecord, len(keys))
+			for j, i := range keys {
+				changes[j] = scalingRecord(i, 99)
+			}
+			right, _, err := m.Apply(ctx, ns, left, &recIter{recs: changes}, graveler.ApplyOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, op := range []string{"diff", "list"} {
+				b.Run("op="+op, func(b *testing.B) {
+					var elapsed time.Duration
+					gets := ms.gets.Load()
+					rows := 0
+					for b.Loop() {
+						cold := committed.NewManager(ms, cfg)
+						t0 := time.Now()
+						rows = 0
+						if op == "diff" {
+							it, err := cold.Diff(ctx, ns, left, right)
+							if err != nil {
+								b.Fatal(err)
+							}
+							for it.Next() {
+								rows++
+							}
+							if err := it.Err(); err != nil {
+								b.Fatal(err)
+							}
+							it.Close()
+						} else {
+							it, err := cold.List(ctx, ns, right)
+							if err != nil {
+								b.Fatal(err)
+							}
+							for it.Next() {
+								rows++
+							}
+							if err := it.Err(); err != nil {
+								b.Fatal(err)
+							}
+							it.Close()
+						}
+						elapsed += time.Since(t0)
+					}
+					if op == "diff" && rows != len(keys) {
+						b.Fatalf("diff found %d differences, want %d", rows, len(keys))
+					}
+					ops := float64(b.N)
+					b.ReportMetric(float64(elapsed.Microseconds())/1000/ops, "ms")
+					b.ReportMetric(float64(ms.gets.Load()-gets)/ops, "objects_read")
+					b.ReportMetric(float64(rows), "rows")
+				})
+			}
+		})
+	}
+}
