@@ -256,32 +256,26 @@ func BenchmarkDiffScaling(b *testing.B) {
 					for b.Loop() {
 						cold := committed.NewManager(ms, cfg)
 						t0 := time.Now()
-						rows = 0
-						if op == "diff" {
-							it, err := cold.Diff(ctx, ns, left, right)
-							if err != nil {
-								b.Fatal(err)
-							}
-							for it.Next() {
-								rows++
-							}
-							if err := it.Err(); err != nil {
-								b.Fatal(err)
-							}
-							it.Close()
-						} else {
-							it, err := cold.List(ctx, ns, right)
-							if err != nil {
-								b.Fatal(err)
-							}
-							for it.Next() {
-								rows++
-							}
-							if err := it.Err(); err != nil {
-								b.Fatal(err)
-							}
-							it.Close()
+						var it interface {
+							Next() bool
+							Err() error
+							Close()
 						}
+						var err error
+						if op == "diff" {
+							it, err = cold.Diff(ctx, ns, left, right)
+						} else {
+							it, err = cold.List(ctx, ns, right)
+						}
+						if err != nil {
+							b.Fatal(err)
+						}
+						for rows = 0; it.Next(); rows++ {
+						}
+						if err := it.Err(); err != nil {
+							b.Fatal(err)
+						}
+						it.Close()
 						elapsed += time.Since(t0)
 					}
 					if op == "diff" && rows != len(keys) {
