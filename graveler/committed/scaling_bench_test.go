@@ -3,6 +3,7 @@ package committed_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -158,28 +159,7 @@ func BenchmarkCommitScaling(b *testing.B) {
 						iter := 0
 						for b.Loop() {
 							iter++
-							idx := map[int]bool{}
-							if layout == "random" {
-								for len(idx) < min(k, n) {
-									idx[r.IntN(n)] = true
-								}
-							} else {
-								s := r.IntN(n - min(k, n) + 1)
-								for i := s; i < s+min(k, n); i++ {
-									idx[i] = true
-								}
-							}
-							keys := slices.Sorted(func(yield func(int) bool) {
-								for i := range idx {
-									if !yield(i) {
-										return
-									}
-								}
-							})
-							changes := make([]graveler.ValueRecord, len(keys))
-							for j, i := range keys {
-								changes[j] = scalingRecord(i, uint64(iter)+1)
-							}
+							changes := scalingChanges(r, n, k, layout == "random", uint64(iter)+1)
 							t0, c0 := time.Now(), processCPU()
 							if _, _, err := m.Apply(ctx, ns, head, &recIter{recs: changes}, graveler.ApplyOptions{}); err != nil {
 								b.Fatal(err)
@@ -202,6 +182,29 @@ func BenchmarkCommitScaling(b *testing.B) {
 			})
 		}
 	}
+}
+
+// scalingChanges returns new values (salted with salt) for min(k, n) of
+// the keys 0..n-1, sorted: random ones, or a random run of consecutive
+// ones.
+func scalingChanges(r *rand.Rand, n, k int, random bool, salt uint64) []graveler.ValueRecord {
+	idx := map[int]bool{}
+	if random {
+		for len(idx) < min(k, n) {
+			idx[r.IntN(n)] = true
+		}
+	} else {
+		s := r.IntN(n - min(k, n) + 1)
+		for i := s; i < s+min(k, n); i++ {
+			idx[i] = true
+		}
+	}
+	keys := slices.Sorted(maps.Keys(idx))
+	changes := make([]graveler.ValueRecord, len(keys))
+	for j, i := range keys {
+		changes[j] = scalingRecord(i, salt)
+	}
+	return changes
 }
 
 // BenchmarkDiffScaling times a full Diff of two trees of N entries that
@@ -228,22 +231,7 @@ func BenchmarkDiffScaling(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			r := rand.New(rand.NewPCG(uint64(n), 11))
-			idx := map[int]bool{}
-			for len(idx) < min(k, n) {
-				idx[r.IntN(n)] = true
-			}
-			keys := slices.Sorted(func(yield func(int) bool) {
-				for i := range idx {
-					if !yield(i) {
-						return
-					}
-				}
-			})
-			changes := make([]graveler.ValueRecord, len(keys))
-			for j, i := range keys {
-				changes[j] = scalingRecord(i, 99)
-			}
+			changes := scalingChanges(rand.New(rand.NewPCG(uint64(n), 11)), n, k, true, 99)
 			right, _, err := m.Apply(ctx, ns, left, &recIter{recs: changes}, graveler.ApplyOptions{})
 			if err != nil {
 				b.Fatal(err)
@@ -278,8 +266,8 @@ func BenchmarkDiffScaling(b *testing.B) {
 						it.Close()
 						elapsed += time.Since(t0)
 					}
-					if op == "diff" && rows != len(keys) {
-						b.Fatalf("diff found %d differences, want %d", rows, len(keys))
+					if op == "diff" && rows != len(changes) {
+						b.Fatalf("diff found %d differences, want %d", rows, len(changes))
 					}
 					ops := float64(b.N)
 					b.ReportMetric(float64(elapsed.Microseconds())/1000/ops, "ms")
