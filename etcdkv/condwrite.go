@@ -241,3 +241,51 @@ func (s *Store) createdBetween(ctx context.Context, k string, value []byte, afte
 	}
 	return 0, fmt.Errorf("%w: from revision %d", errWatchClosed, after+1)
 }
+
+var _ kv.CondDeleter = (*Store)(nil)
+
+// DeleteUnless is Delete whose transaction also requires every key of
+// absent to be missing. It is sent and settled as Delete is (see
+// blindWrite), with the absences in every attempt, as SetAndReadUnless
+// does: a round that finds a key of absent present ends the call
+// unapplied, counted as predicate_failed.
+func (s *Store) DeleteUnless(ctx context.Context, partition, key []byte, absent []kv.KeyRef) (bool, error) {
+	start := time.Now()
+	ok, err := s.deleteUnless(ctx, partition, key, absent)
+	res := err
+	if err == nil && !ok {
+		res = kv.ErrPredicateFailed
+	}
+	observe("delete_unless", start, res)
+	return ok, err
+}
+
+func (s *Store) deleteUnless(ctx context.Context, partition, key []byte, absent []kv.KeyRef) (bool, error) {
+	if err := s.checkOpen(); err != nil {
+		return false, err
+	}
+	if n := len(absent) + 1; n > kv.MaxSetAndReadOps {
+		return false, fmt.Errorf("%w: conditional delete of %d operations, limit %d", kv.ErrTooManyOps, n, kv.MaxSetAndReadOps)
+	}
+	what := fmt.Sprintf("delete %q in partition %q unless %d exist", key, partition, len(absent))
+	if err := s.checkWrite(ctx, what); err != nil {
+		return false, err
+	}
+	if err := s.cfg.Limits.CheckKey(partition, key); err != nil {
+		return false, err
+	}
+	w := s.deleteWrite(s.etcdKey(partition, key))
+	for _, a := range absent {
+		if err := s.cfg.Limits.CheckKey(a.Partition, a.Key); err != nil {
+			return false, err
+		}
+		k := s.etcdKey(a.Partition, a.Key)
+		w.absent = append(w.absent, k)
+		w.orElse = append(w.orElse, clientv3.OpGet(k, clientv3.WithCountOnly()))
+	}
+	resp, err := s.blind(ctx, what, w)
+	if err != nil {
+		return false, err
+	}
+	return resp.Succeeded, nil
+}

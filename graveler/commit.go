@@ -342,9 +342,10 @@ type resetScope struct {
 // head. A reset of everything (ResetTypeAll, ResetHard with Force) that
 // follows discards them with everything staged, as it would a delete.
 // A write into the scope that is concurrent with the reset may be kept or
-// discarded; one that lands between step 1's read and step 3's drop of a
-// token being sealed is the one case where reads may see it, then not,
-// then see it again (kept). A range tombstone (DeletePrefix) reaching into
+// discarded, and readers see one or the other throughout: step 3's drop,
+// like any staged write, does not apply to a token a commit has sealed
+// (the commit then carries the write, and the overrides decide). A range
+// tombstone (DeletePrefix) reaching into
 // the scope is a discarded delete of every key of H0 it covers there:
 // those keys join the ones found in step 1, and the reset takes steps 4 to
 // 6 (dropping entries cannot undo it), so a reset of a key or a prefix
@@ -418,6 +419,14 @@ func (g *Graveler) resetStaged(ctx context.Context, repo *RepositoryRecord, bran
 			}
 		default:
 			err = g.staging.DropByPrefix(ctx, st, sc.key)
+		}
+		if errors.Is(err, ErrStagingTokenSealed) {
+			// A commit sealed the token since step 1 and may be reading
+			// it: nothing was dropped after the seal (a prefix may be
+			// dropped in part before it, which the commit then reads).
+			// The re-read below finds the new token, and the overrides of
+			// steps 4 to 6 do the reset.
+			err = nil
 		}
 		if err != nil {
 			return err

@@ -232,8 +232,9 @@ func TestInterleaveResetDuringCommit(t *testing.T) {
 // is held just before it drops the key from the staging token (a prefix:
 // before it writes its reset range, which the seal then refuses); a commit
 // then seals that token and reads it, and is held before its head update.
-// The reset, released, must notice the seal (its token is no longer the
-// staging token) and make its discard outlive the commit.
+// The reset, released, must leave the sealed token as the commit read it
+// (its drop is refused by the seal marker), notice the seal (its token is
+// no longer the staging token) and make its discard outlive the commit.
 func TestInterleaveResetDropRacesSeal(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, store kv.Store) {
 		for _, tc := range []struct {
@@ -258,6 +259,13 @@ func TestInterleaveResetDropRacesSeal(t *testing.T) {
 				})
 				if err != nil {
 					t.Fatal(err)
+				}
+				// The sealed token is as the commit read it: the drop (or
+				// the reset range) released after the seal changed nothing.
+				if v, _, err := p.inner.Get(p.ctx, keys.StagingPartition(string(st)), keys.Entry([]byte("k"))); err != nil {
+					t.Fatalf("the reset removed the entry from the sealed token: %v", err)
+				} else if _, _, err := p.inner.Get(p.ctx, keys.StagingPartition(string(st)), keys.StagingRanges()); !errors.Is(err, kv.ErrNotFound) {
+					t.Fatalf("the sealed token took a range record (%q): %v", v, err)
 				}
 				p.want("main", "k", "old")
 				p.release(hold, commit)

@@ -207,7 +207,8 @@ func (m *Manager) forEach(ctx context.Context, n int, f func(i int) error) error
 
 // DropKey removes whatever is staged for key: afterwards Get reports
 // graveler.ErrEntryNotFound (this is not a tombstone). Dropping a key with
-// nothing staged is not an error.
+// nothing staged is not an error; in a retired token it drops nothing and
+// fails with graveler.ErrStagingTokenSealed.
 func (m *Manager) DropKey(ctx context.Context, st graveler.StagingToken, key graveler.Key) error {
 	p, err := partition(st)
 	if err == nil {
@@ -219,18 +220,32 @@ func (m *Manager) DropKey(ctx context.Context, st graveler.StagingToken, key gra
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("staging: drop key %s in token %q: %w", qkey(key), st, err)
 	}
-	// Unconditional by design: a reset is a write of "nothing" that races concurrent writes of the key like any write; it removes no record read earlier.
-	if err := m.store.Delete(ctx, p, keys.Entry(key)); err != nil {
+	if err := m.dropUnsealed(ctx, p, keys.Entry(key)); err != nil {
 		return storeErr(err, "drop key %s in token %q", qkey(key), st)
 	}
 	return nil
+}
+
+// dropUnsealed deletes one kv key of the token whose partition is p,
+// unless the token is retired (graveler.ErrStagingTokenSealed): a reset's
+// removal changes a token no more than a write does once a commit sealed
+// it. Otherwise unconditional by design: a reset is a write of "nothing"
+// that races concurrent writes of the key like any write; it removes no
+// record read earlier.
+func (m *Manager) dropUnsealed(ctx context.Context, p, key []byte) error {
+	applied, err := kv.DeleteUnless(ctx, m.store, p, key, []kv.KeyRef{sealedRef(p)})
+	if err == nil && !applied {
+		return sealedErr(p)
+	}
+	return err
 }
 
 // DropByPrefix removes everything staged under prefix (an empty prefix:
 // every entry of the token). It reads Config.ScanPageSize keys at a time
 // and deletes them with bounded parallelism before reading on, so its
 // memory does not grow with the number of keys. Not atomic: after an
-// error, part of the prefix may be dropped.
+// error, part of the prefix may be dropped; each delete applies only while
+// the token is not retired (graveler.ErrStagingTokenSealed after that).
 func (m *Manager) DropByPrefix(ctx context.Context, st graveler.StagingToken, prefix graveler.Key) error {
 	p, err := partition(st)
 	if err == nil && len(prefix) > graveler.MaxKeyLen {
@@ -260,8 +275,7 @@ func (m *Manager) DropByPrefix(ctx context.Context, st graveler.StagingToken, pr
 			}
 		}
 		err := m.forEach(ctx, len(batch), func(i int) error {
-			// Unconditional by design, as in DropKey: a reset races concurrent writes like any write.
-			if err := m.store.Delete(ctx, p, batch[i]); err != nil {
+			if err := m.dropUnsealed(ctx, p, batch[i]); err != nil {
 				return storeErr(err, "drop prefix %s in token %q", qkey(prefix), st)
 			}
 			return nil

@@ -386,3 +386,45 @@ func testCondWriteSealRace(t *testing.T, s kv.Store) {
 		t.Fatalf("only %d applied and %d refused writes checked across %d seals", appliedN, refusedN, seals)
 	}
 }
+
+// testDeleteUnless: kv.DeleteUnless deletes while the absent keys are
+// missing (a missing key too, as Delete does), and deletes nothing, with
+// no revision noted, once one exists. Every store: one without
+// kv.CondDeleter gets the fallback, which decides the same way when
+// nothing writes concurrently.
+func testDeleteUnless(t *testing.T, s kv.Store) {
+	mustSet(t, s, "tok", "key/a", "1")
+	mustSet(t, s, "tok", "key/b", "2")
+	marker := []kv.KeyRef{ref("tok", "sealed")}
+	rctx, revs := kv.WithRevisions(ctx)
+	applied, err := kv.DeleteUnless(rctx, s, p("tok"), p("key/a"), marker)
+	if err != nil || !applied {
+		t.Fatalf("delete with the marker missing: applied %v, %v", applied, err)
+	}
+	mustMissing(t, s, "after the delete", "tok", "key/a")
+	if revs.Last() == 0 {
+		t.Fatal("an applied delete noted no revision")
+	}
+	if applied, err := kv.DeleteUnless(ctx, s, p("tok"), p("key/missing"), marker); err != nil || !applied {
+		t.Fatalf("delete of a missing key: applied %v, %v", applied, err)
+	}
+	mustSet(t, s, "tok", "sealed", "")
+	rctx, revs = kv.WithRevisions(ctx)
+	applied, err = kv.DeleteUnless(rctx, s, p("tok"), p("key/b"), marker)
+	if err != nil || applied {
+		t.Fatalf("delete with the marker present: applied %v, %v", applied, err)
+	}
+	if v, _ := mustGet(t, s, "tok", "key/b"); v != "2" {
+		t.Fatalf("a refused delete changed key/b to %q", v)
+	}
+	if revs.Last() != 0 {
+		t.Fatalf("a refused delete noted revision %d", revs.Last())
+	}
+	many := make([]kv.KeyRef, kv.MaxSetAndReadOps)
+	for i := range many {
+		many[i] = ref("tok", fmt.Sprintf("m%d", i))
+	}
+	if _, err := kv.DeleteUnless(ctx, s, p("tok"), p("key/b"), many); !errors.Is(err, kv.ErrTooManyOps) {
+		t.Fatalf("a delete with %d absences: %v, want ErrTooManyOps", len(many), err)
+	}
+}

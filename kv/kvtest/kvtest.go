@@ -53,6 +53,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"SetAndReadUnless", testSetAndReadUnless},
 		{"SetIfWith", testSetIfWith},
 		{"CondWriteSealRace", testCondWriteSealRace},
+		{"DeleteUnless", testDeleteUnless},
 		{"Revisions", testRevisions},
 		{"RevisionsEffect", testRevisionsEffect},
 		{"RevisionsConcurrent", testRevisionsConcurrent},
