@@ -480,6 +480,8 @@ func (s *Store) setAndReadWrite(writes []kv.Write, reads []kv.KeyRef) (blindWrit
 // What the guard cannot see: a missing key has no revision (etcd compares
 // it as 0), so a put attempt abandoned before a later Delete of its key
 // can still apply after that Delete, as can a SetIf guarded by kv.Absent.
+// Callers that must stop earlier attempts write a record instead of
+// deleting (graveler's staging writes a reset record to reset a key).
 //
 // A write with absent keys (SetAndReadUnless) also requires each of them
 // to be missing. When one exists its attempt runs orElse instead, whose
@@ -598,6 +600,14 @@ func (s *Store) blind(ctx context.Context, what string, w blindWrite) (*clientv3
 
 // settleBlind settles w, whose first round failed with firstErr after it
 // may have applied, by rounds with fresh bounds.
+//
+// A round that finds a key of w.absent present settles nothing: the first
+// attempt may have applied before that key appeared, or never, and the
+// key's presence now looks the same either way. Reporting "not applied"
+// would send the caller to write elsewhere what may already stand here
+// (a staged write goes again into the next token, after writes
+// acknowledged meanwhile), so the answer is kv.ErrAmbiguous. Nothing of w
+// applies after that key appeared, which is all the caller may rely on.
 func (s *Store) settleBlind(ctx context.Context, what string, w blindWrite, firstErr error) (*clientv3.TxnResponse, error) {
 	var resp *clientv3.TxnResponse
 	var bound int64
@@ -613,9 +623,11 @@ func (s *Store) settleBlind(ctx context.Context, what string, w blindWrite, firs
 	}); err != nil {
 		return nil, err
 	}
-	if resp.Succeeded {
-		kv.NoteWrite(ctx, resp.Header.Revision)
+	if !resp.Succeeded {
+		ambiguousWrites.Inc()
+		return nil, fmt.Errorf("%w: etcdkv: %s: a key that must be missing appeared while the first attempt's outcome was unknown; it applied before that or never (first attempt: %v)", kv.ErrAmbiguous, what, firstErr)
 	}
+	kv.NoteWrite(ctx, resp.Header.Revision)
 	return resp, nil
 }
 

@@ -330,12 +330,16 @@ type resetScope struct {
 //     reset does not discard (a merge, a write concurrent with the reset
 //     that a commit took), and is kept.
 //  6. The overrides go through the writer's path (stageFenced, or
-//     SetBatch then recheck). The fence demands both the staging token
-//     and the head unchanged since the read the overrides were computed
-//     from: a new token may have been sealed before a commit read the
-//     overrides, and a new head changes step 5's choice. Otherwise
-//     compute again from the branch the fence read, at most
-//     Config.FenceRetries times (ErrTooManyRetries).
+//     SetBatch then recheck). Those written while their token was the
+//     staging token, or before the update that retired it (its seal
+//     marker shows it: the commit that sealed it carries them), stand
+//     and are never written again, which would undo writes of their keys
+//     acknowledged since; those the token refused are computed again
+//     from the branch the fence read and go to its token. When the token
+//     is still current but the head moved, a new head may change step
+//     5's choice, and every override is computed again from it and
+//     written once more. At most Config.FenceRetries rounds
+//     (ErrTooManyRetries).
 //
 // Overrides are staged entries: until the next commit they make the
 // branch dirty (merge refuses it), though they change nothing against the
@@ -412,15 +416,14 @@ func (g *Graveler) resetStaged(ctx context.Context, repo *RepositoryRecord, bran
 			// and the overrides of steps 4 to 6 do the reset.
 			err = g.ranger.ResetPrefix(ctx, st, sc.key)
 			switch {
-			case errors.Is(err, ErrStagingTokenSealed):
-				err = nil
 			case errors.Is(err, ErrRangeInScope), errors.Is(err, ErrTooManyRangeTombstones):
 				err = g.staging.DropByPrefix(ctx, st, sc.key)
 			}
 		default:
 			err = g.staging.DropByPrefix(ctx, st, sc.key)
 		}
-		if errors.Is(err, ErrStagingTokenSealed) {
+		sealed := errors.Is(err, ErrStagingTokenSealed)
+		if sealed {
 			// A commit sealed the token since step 1 and may be reading
 			// it: nothing was dropped after the seal (a prefix may be
 			// dropped in part before it, which the commit then reads).
@@ -431,11 +434,32 @@ func (g *Graveler) resetStaged(ctx context.Context, repo *RepositoryRecord, bran
 		if err != nil {
 			return err
 		}
+		dropped := !sealed
 		if b, err = g.refs.GetBranch(ctx, repo, branch); err != nil {
 			return err
 		}
 		if b.StagingToken == st {
 			return nil
+		}
+		if sealed && sc.prefix {
+			// Reset key by key, the token may have taken part of the
+			// reset before the seal refused the rest: the commit that
+			// sealed it read those keys reset, and only the others need
+			// overrides (one for a key reset already would undo writes
+			// of it acknowledged since).
+			if err := g.keepUnreset(ctx, repo, branch, st, found); err != nil || len(found) == 0 {
+				return err
+			}
+		}
+		if dropped {
+			// The drop applied, then st was retired: when its marker
+			// shows the drop came first, the commit that sealed st read
+			// it without the discarded values, and overrides now would
+			// undo writes acknowledged since.
+			again, err := g.writeAgain(ctx, repo, branch, st, b)
+			if err != nil || !again {
+				return err
+			}
 		}
 	} else {
 		b = h0
@@ -446,6 +470,10 @@ func (g *Graveler) resetStaged(ctx context.Context, repo *RepositoryRecord, bran
 	if err != nil {
 		return err
 	}
+	baseOf := make(map[string]*Value, len(keys))
+	for i, k := range keys {
+		baseOf[k] = base[i]
+	}
 	for {
 		head, err := g.valuesAt(ctx, repo, b.CommitID, keys)
 		if err != nil {
@@ -455,23 +483,62 @@ func (g *Graveler) resetStaged(ctx context.Context, repo *RepositoryRecord, bran
 		for i, k := range keys {
 			v := head[i]
 			if discarded(found[k], v) {
-				v = base[i]
+				v = baseOf[k]
 			}
 			recs = append(recs, &ValueRecord{Key: Key(k), Value: v})
 		}
-		cur, err := g.stageOverrides(ctx, repo, branch, b.StagingToken, recs)
+		cur, rest, err := g.stageOverrides(ctx, repo, branch, b.StagingToken, recs)
 		if err != nil {
 			return err
 		}
 		g.cache.put(repo, branch, cur)
-		if cur.StagingToken == b.StagingToken && cur.CommitID == b.CommitID {
+		if len(rest) == 0 && cur.StagingToken == b.StagingToken && cur.CommitID != b.CommitID {
+			// Written into the token still current, but the head moved
+			// meanwhile (a commit of a token the reset did not read, a
+			// merge, a reset hard): step 5's choice may differ on the new
+			// head, so the overrides are computed again from it.
+			rest = recs
+		}
+		if len(rest) == 0 {
 			return nil
 		}
 		if err := retry(); err != nil {
 			return err
 		}
+		keys = keys[:0]
+		for _, r := range rest {
+			keys = append(keys, string(r.Key))
+		}
 		b = cur
 	}
+}
+
+// keepUnreset removes from found the keys that st, a token a commit
+// sealed during a reset's drop, holds reset records for. Every key of
+// found was staged in st when the reset read it, so such a record was
+// written since, before the seal. A token whose marker is gone was
+// dropped meanwhile, and which of its keys were reset cannot be told:
+// ErrAmbiguous.
+func (g *Graveler) keepUnreset(ctx context.Context, repo *RepositoryRecord, branch BranchID, st StagingToken, found map[string][]*Value) error {
+	ks := make([]Key, 0, len(found))
+	for k := range found {
+		ks = append(ks, Key(k))
+	}
+	reset, sealed, err := g.staging.ResetIn(ctx, st, ks)
+	if err != nil {
+		return err
+	}
+	if !sealed {
+		writesUnknown.Inc()
+		return fmt.Errorf("reset on branch %s of repository %s: its staging token %s was retired and dropped while the reset was in flight: %w",
+			branch, repo.RepositoryID, st, ErrAmbiguous)
+	}
+	for i, k := range ks {
+		if reset[i] {
+			delete(found, string(k))
+		}
+	}
+	return nil
 }
 
 // stagedIn returns what toks stage in scope: for each key, the values
@@ -585,33 +652,57 @@ func discarded(values []*Value, v *Value) bool {
 }
 
 // stageOverrides writes a reset's overrides into st through the writer's
-// path and returns the branch its fence read.
-func (g *Graveler) stageOverrides(ctx context.Context, repo *RepositoryRecord, branch BranchID, st StagingToken, recs []*ValueRecord) (*Branch, error) {
+// path. It returns the branch its fence read and the overrides that still
+// have to be written into that branch's token: none when every override
+// stands (written into st while st was the staging token, or before the
+// update that retired it, which its seal marker shows: the commit that
+// sealed st carries them); those st refused otherwise. An override that
+// stands is never written again, which would undo writes of its key
+// acknowledged since.
+func (g *Graveler) stageOverrides(ctx context.Context, repo *RepositoryRecord, branch BranchID, st StagingToken, recs []*ValueRecord) (*Branch, []*ValueRecord, error) {
 	if len(recs) == 1 {
 		if fenced := g.stageFenced(ctx, repo, branch, recs[0].Key, recs[0].Value); fenced != nil {
 			r, cur, err := fenced(st)
 			sealed := errors.Is(err, ErrStagingTokenSealed) && cur != nil
 			if err != nil && !sealed {
 				g.repos.forget(repo.RepositoryID)
-				return nil, err
+				return nil, nil, err
 			}
 			g.repos.put(r)
-			if sealed && cur.StagingToken == st {
-				return nil, retiredButNamed(repo, branch, st)
+			switch {
+			case sealed && cur.StagingToken == st:
+				return nil, nil, retiredButNamed(repo, branch, st)
+			case !sealed && cur.StagingToken == st:
+				return cur, nil, nil
 			}
-			return cur, nil
+			// Refused, or written while the branch, read with the
+			// write, named another token: st was retired without a
+			// marker and dropped, or sealed by a release that writes
+			// none, and the override must go again.
+			return cur, recs, nil
 		}
 	}
 	err := g.staging.SetBatch(ctx, st, recs)
-	sealed := errors.Is(err, ErrStagingTokenSealed)
-	if err != nil && !sealed {
-		return nil, err
+	pe, partly := errors.AsType[*PartlyStagedError](err)
+	if err != nil && !partly {
+		return nil, nil, err
 	}
 	cur, err := g.recheck(ctx, repo, branch)
-	if err == nil && sealed && cur.StagingToken == st {
-		return nil, retiredButNamed(repo, branch, st)
+	switch {
+	case err != nil:
+		return nil, nil, err
+	case cur.StagingToken == st && partly:
+		return nil, nil, retiredButNamed(repo, branch, st)
+	case cur.StagingToken == st:
+		return cur, nil, nil
+	case partly:
+		return cur, pe.Unapplied, nil
 	}
-	return cur, err
+	again, err := g.writeAgain(ctx, repo, branch, st, cur)
+	if err != nil || !again {
+		return cur, nil, err
+	}
+	return cur, recs, nil
 }
 
 // ResetHard moves a branch to the commit ref resolves to. Without Force a

@@ -41,7 +41,11 @@
 // into one delete per key of the tree under the prefix. A listing page
 // reads at most Config.ListPageBudget stored records: where per-key
 // tombstones use that up, ListEntriesPage returns a short (even empty)
-// page with a place to resume.
+// page with a place to resume. Records a token holds but never returns
+// (entries under a reset range, reset records) count against the budget
+// but are passed over within one step of its iterator, so a page can
+// overrun the budget by one run of them; there are never more of them
+// than entries the token staged.
 //
 // Change feed: every branch write that is a change of its own says what
 // it did (Branch.Change: a commit, a merge or fast-forward, a reset, ...);

@@ -58,6 +58,16 @@ func (g *Graveler) writeBranch(ctx context.Context, repo *RepositoryRecord, id B
 				sealed = true
 			}
 			cur, err = g.recheck(ctx, repo, id)
+			if err == nil && !sealed && cur.StagingToken != b.StagingToken {
+				// The write applied, then the token was retired: unlike
+				// the fenced write, whose fence is read with it, this
+				// one cannot tell from cur alone whether it came first.
+				var again bool
+				if again, err = g.writeAgain(ctx, repo, id, b.StagingToken, cur); err == nil && !again {
+					g.cache.put(repo, id, cur)
+					return nil
+				}
+			}
 		}
 		if err != nil {
 			g.cache.forget(repo, id)
@@ -76,6 +86,49 @@ func (g *Graveler) writeBranch(ctx context.Context, repo *RepositoryRecord, id B
 		}
 		b = cur
 	}
+}
+
+// writeAgain decides what became of a write that applied to token st
+// when the branch, cur as re-read after it, no longer names st as its
+// staging token, and reports whether it must be written again into cur's
+// token:
+//
+//   - st carries its seal marker: the marker was written with the branch
+//     update that retired st, after the write applied (staged writes
+//     apply only while it is missing), so the commit that sealed st reads
+//     the write, or the reset that replaced st discards it, as it would a
+//     write acknowledged just before. It is done; writing it again would
+//     apply it a second time, after writes acknowledged since, and undo
+//     them.
+//   - no marker, and st is among cur's sealed tokens: a release that
+//     writes no marker sealed it (during an upgrade), and the write may
+//     have landed after that commit read st. It goes again, as in that
+//     release.
+//   - no marker, and st has left the branch: st was retired and dropped
+//     since. The write applied before its retirement, or into the dropped
+//     partition, and nothing left in the store tells which: ErrAmbiguous
+//     (the caller may retry; nothing is written again here).
+func (g *Graveler) writeAgain(ctx context.Context, repo *RepositoryRecord, id BranchID, st StagingToken, cur *Branch) (bool, error) {
+	sealed, err := g.staging.Sealed(ctx, st)
+	if err != nil || sealed {
+		return false, err
+	}
+	if slices.Contains(cur.SealedTokens, st) {
+		// cur was read before the marker: st may have left the branch
+		// and been dropped since. A branch read after the marker that
+		// still holds st proves st was not dropped when its marker was
+		// found missing (a token is dropped only once no branch holds
+		// it), so it never had one.
+		if cur, err = g.refs.GetBranch(ctx, repo, id); err != nil {
+			return false, err
+		}
+		if slices.Contains(cur.SealedTokens, st) {
+			return true, nil
+		}
+	}
+	writesUnknown.Inc()
+	return false, fmt.Errorf("write to branch %s of repository %s: its staging token %s was retired and dropped while the write was in flight, and whether the write came first cannot be told: %w",
+		id, repo.RepositoryID, st, ErrAmbiguous)
 }
 
 // retiredButNamed is the answer to a write refused by its token's seal
@@ -219,8 +272,15 @@ func (g *Graveler) SetBatch(ctx context.Context, repoID RepositoryID, branch Bra
 		if len(records) == 0 {
 			return nil
 		}
+		// pending is what no token took yet: after a refusal part way,
+		// only the records the retired token did not take go on.
+		pending := records
 		return g.writeBranch(ctx, repo, branch, func(st StagingToken) error {
-			return g.staging.SetBatch(ctx, st, records)
+			err := g.staging.SetBatch(ctx, st, pending)
+			if pe, ok := errors.AsType[*PartlyStagedError](err); ok {
+				pending = pe.Unapplied
+			}
+			return err
 		}, nil)
 	})
 }

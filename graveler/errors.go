@@ -158,3 +158,21 @@ func (e *NamespaceInUseError) ErrorMetadata() map[string]string {
 		"holder_state":       e.State,
 	}
 }
+
+// PartlyStagedError is StagingManager.SetBatch's answer when the token was
+// retired while the batch was being written: the records of Unapplied were
+// not written, the others were, before the retirement, so the commit that
+// sealed the token carries them (or the reset that replaced it discarded
+// them, being later). Only Unapplied may go to the branch's next token:
+// writing the others again would apply them a second time, after writes
+// acknowledged since. It wraps ErrStagingTokenSealed.
+type PartlyStagedError struct {
+	Unapplied []*ValueRecord
+	Err       error
+}
+
+func (e *PartlyStagedError) Error() string {
+	return fmt.Sprintf("%v (%d records not written)", e.Err, len(e.Unapplied))
+}
+
+func (e *PartlyStagedError) Unwrap() error { return e.Err }

@@ -164,7 +164,16 @@ type StagingManager interface {
 	// Set stages value for key; a nil value stages a tombstone.
 	Set(ctx context.Context, st StagingToken, key Key, value *Value) error
 	// SetBatch stages many records (nil Value: tombstone); not atomic.
+	// *PartlyStagedError when the token was retired part way.
 	SetBatch(ctx context.Context, st StagingToken, records []*ValueRecord) error
+	// Sealed reports whether st carries its seal marker: a branch update
+	// stopped naming it, and no staged write applies to it since.
+	Sealed(ctx context.Context, st StagingToken) (bool, error)
+	// ResetIn reports which of ks (keys st staged) st holds a reset
+	// record for (DropKey, DropByPrefix), each read at one instant with
+	// st's seal marker; sealed is false when the marker or one of the
+	// keys was missing (st is being dropped).
+	ResetIn(ctx context.Context, st StagingToken, ks []Key) (reset []bool, sealed bool, err error)
 	// DropKey removes whatever is staged for key (not a tombstone: nothing).
 	DropKey(ctx context.Context, st StagingToken, key Key) error
 	// DropByPrefix removes everything staged under prefix.

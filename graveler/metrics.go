@@ -27,6 +27,10 @@ var (
 		Name: "graveler_write_retries_total",
 		Help: "Staged writes repeated into a new staging token because a commit sealed the one they wrote to.",
 	})
+	writesUnknown = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "graveler_write_outcome_unknown_total",
+		Help: "Staged writes answered OUTCOME_UNKNOWN because their staging token was retired and dropped while they were in flight, so whether they applied before the retirement could not be told.",
+	})
 	readRetries = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "graveler_read_retries_total",
 		Help: "Branch reads repeated because the branch's head or staging tokens changed while they read.",

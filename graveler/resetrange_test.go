@@ -146,6 +146,13 @@ func storedUnder(t *testing.T, store kv.Store, st graveler.StagingToken, prefix 
 			break
 		}
 		k, _ := keys.ParseEntry(e.Key)
+		var rec stagingpb.Entry
+		if err := proto.Unmarshal(e.Value, &rec); err != nil {
+			t.Fatal(err)
+		}
+		if rec.GetReset_() {
+			k = append(k, "(reset)"...)
+		}
 		out = append(out, string(k))
 	}
 	return out
@@ -360,7 +367,7 @@ func TestResetPrefixDeleteRangeMeanwhile(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantRows(t, "ranges", rangesIn(t, p.inner, st), "p/x/")
-		wantRows(t, "stored under p/", storedUnder(t, p.inner, st, "p/"))
+		wantRows(t, "stored under p/", storedUnder(t, p.inner, st, "p/"), "p/x/2(reset)", "p/y/1(reset)")
 		check := func(ref string) {
 			t.Helper()
 			p.wantMissing(ref, "p/x/1")
@@ -395,7 +402,7 @@ func TestResetPrefixTokenFull(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantRows(t, "ranges", rangesIn(t, store, b.StagingToken), "a/(reset)")
-		wantRows(t, "stored under b/", storedUnder(t, store, b.StagingToken, "b/"))
+		wantRows(t, "stored under b/", storedUnder(t, store, b.StagingToken, "b/"), "b/1(reset)", "b/2(reset)")
 		for _, ref := range []string{"main", string(f.commitAllowEmpty("main"))} {
 			f.want(ref, "a/1", "old")
 			f.wantMissing(ref, "a/2")

@@ -20,9 +20,12 @@ type CondWriter interface {
 	// of absent is missing when they would. applied reports whether they
 	// did; the reads are returned either way, made at that instant (after
 	// the writes when they applied). When applied is false nothing of this
-	// call applies after that instant; if an earlier attempt of the call
-	// was sent and its answer lost, that attempt may have applied before a
-	// key of absent appeared (never after).
+	// call applied, and nothing applies after that instant. If an earlier
+	// attempt of the call was sent and its answer lost, and a later one
+	// finds a key of absent present, the lost attempt may have applied
+	// before that key appeared (never after): the call then returns
+	// ErrAmbiguous, never applied false, since a caller told "not applied"
+	// would write elsewhere what may already stand.
 	SetAndReadUnless(ctx context.Context, absent []KeyRef, writes []Write, reads []KeyRef) (got []Entry, applied bool, err error)
 	// SetIfWith is SetIf (settled the same way when ambiguous) that also
 	// requires every key of absent to be missing and, when it applies,
@@ -207,89 +210,4 @@ func SetIfWith(ctx context.Context, s Store, partition, key, value []byte, pred 
 		}
 	}
 	return nil
-}
-
-// CondDeleter is an optional ability: Delete that applies only while named
-// keys are missing, in the same atomic step as their check. Graveler uses
-// it so that a reset's removal of a staged entry, like every staged write,
-// cannot change a token after a commit sealed it (see CondWriter).
-type CondDeleter interface {
-	// DeleteUnless deletes key (unconditional as Delete is: deleting a
-	// missing key applies) only if every key of absent is missing then;
-	// applied reports whether it did. As with SetAndReadUnless, when
-	// applied is false an earlier attempt whose answer was lost may have
-	// applied before a key of absent appeared, never after.
-	DeleteUnless(ctx context.Context, partition, key []byte, absent []KeyRef) (applied bool, err error)
-}
-
-var _ CondDeleter = (*MemoryStore)(nil)
-
-// DeleteUnless checks and deletes under one lock.
-func (s *MemoryStore) DeleteUnless(ctx context.Context, partition, key []byte, absent []KeyRef) (bool, error) {
-	if err := ctx.Err(); err != nil {
-		return false, err
-	}
-	if err := s.limits.CheckKey(partition, key); err != nil {
-		return false, err
-	}
-	if err := checkDeleteUnless(absent); err != nil {
-		return false, err
-	}
-	if err := s.checkReads(absent); err != nil {
-		return false, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return false, ErrClosed
-	}
-	if s.anyPresentLocked(absent) {
-		return false, nil
-	}
-	if t := s.partitions[string(partition)]; t != nil {
-		if _, ok := t.Delete(memItem{key: key}); ok {
-			s.version++
-		}
-		if t.Len() == 0 {
-			delete(s.partitions, string(partition))
-		}
-	}
-	NoteWrite(ctx, s.version)
-	return true, nil
-}
-
-// checkDeleteUnless bounds a DeleteUnless's operations as CheckCondWrite
-// does a write's.
-func checkDeleteUnless(absent []KeyRef) error {
-	if n := len(absent) + 1; n > MaxSetAndReadOps {
-		return fmt.Errorf("%w: conditional delete of %d operations, limit %d", ErrTooManyOps, n, MaxSetAndReadOps)
-	}
-	return nil
-}
-
-// DeleteUnless runs s's CondDeleter.DeleteUnless. A store without the
-// ability gets a fallback of two steps (read absent, then Delete), which
-// is not atomic.
-func DeleteUnless(ctx context.Context, s Store, partition, key []byte, absent []KeyRef) (bool, error) {
-	if cd, ok := s.(CondDeleter); ok {
-		return cd.DeleteUnless(ctx, partition, key, absent)
-	}
-	if err := checkDeleteUnless(absent); err != nil {
-		return false, err
-	}
-	if len(absent) > 0 {
-		got, err := GetMany(ctx, s, absent)
-		if err != nil {
-			return false, err
-		}
-		for _, e := range got {
-			if !e.Predicate.IsAbsent() {
-				return false, nil
-			}
-		}
-	}
-	if err := s.Delete(ctx, partition, key); err != nil {
-		return false, err
-	}
-	return true, nil
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
 
 	pb "graveler/api/graveler/v1"
 	"graveler/etcdkv"
@@ -13,6 +14,7 @@ import (
 	"graveler/graveler"
 	"graveler/graveler/gravelertest"
 	"graveler/graveler/ref"
+	"graveler/graveler/staging/stagingpb"
 	"graveler/keys"
 )
 
@@ -169,12 +171,16 @@ func TestMutationRevisions(t *testing.T) {
 	w.branchWritten("Reset (all)", repo, "main", rs.GetRevision(), graveler.ChangeReset)
 
 	// A reset of a key writes no branch record: its revision is that of
-	// its last write, here the removal of the staged entry.
+	// its last write, here the reset record written over the staged
+	// entry.
 	w.put(repo, "main", "k")
 	before := w.branchRev(repo, "main")
 	tok := w.branch(repo, "main").StagingToken
 	rk := must[*pb.ResetResponse](t)(c.Reset(w.ctx, &pb.ResetRequest{Branch: main, Scope: pb.ResetScope_RESET_SCOPE_KEY, Key: []byte("k")}))
-	w.deleted("Reset (key)", keys.StagingPartition(string(tok)), keys.Entry([]byte("k")), rk.GetRevision())
+	var resetRec stagingpb.Entry
+	if err := proto.Unmarshal(w.written("Reset (key)", keys.StagingPartition(string(tok)), keys.Entry([]byte("k")), rk.GetRevision()), &resetRec); err != nil || !resetRec.GetReset_() {
+		t.Fatalf("Reset (key): the record at the response revision is %v (%v), want a reset record", &resetRec, err)
+	}
 	if w.branchRev(repo, "main") != before {
 		t.Fatal("Reset (key) wrote the branch record")
 	}

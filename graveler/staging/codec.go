@@ -8,11 +8,19 @@ import (
 	"graveler/graveler"
 )
 
-// FormatVersion is the format version of the entry records this build
-// writes. A reader accepts 1..FormatVersion and refuses newer versions with
-// ErrUnknownFormat, so a rolled-back binary fails loudly instead of
+// FormatVersion is the newest format version of the entry records this
+// build reads. A reader accepts 1..FormatVersion and refuses newer versions
+// with ErrUnknownFormat, so a rolled-back binary fails loudly instead of
 // dropping fields it does not know.
-const FormatVersion = 1
+const FormatVersion = 2
+
+// The versions written: a value or a tombstone is written as version 1,
+// which every release reads; a reset record as version 2, which a release
+// reading only version 1 must refuse rather than take for a value.
+const (
+	valueFormat = 1
+	resetFormat = 2
+)
 
 // Field numbers of stagingpb.Entry. The codec below writes and reads the
 // message with protowire directly: encoding is one exactly sized
@@ -24,12 +32,13 @@ const (
 	fieldIdentity      protowire.Number = 2
 	fieldData          protowire.Number = 3
 	fieldTombstone     protowire.Number = 4
+	fieldReset         protowire.Number = 5
 )
 
 // encode returns the stored record of v (nil: a tombstone). Its bytes are
 // those proto.Marshal gives for the equivalent stagingpb.Entry.
 func encode(v *graveler.Value) []byte {
-	n := protowire.SizeTag(fieldFormatVersion) + protowire.SizeVarint(FormatVersion)
+	n := protowire.SizeTag(fieldFormatVersion) + protowire.SizeVarint(valueFormat)
 	if v == nil {
 		n += protowire.SizeTag(fieldTombstone) + protowire.SizeVarint(1)
 	} else {
@@ -42,7 +51,7 @@ func encode(v *graveler.Value) []byte {
 	}
 	b := make([]byte, 0, n)
 	b = protowire.AppendTag(b, fieldFormatVersion, protowire.VarintType)
-	b = protowire.AppendVarint(b, FormatVersion)
+	b = protowire.AppendVarint(b, valueFormat)
 	if v == nil {
 		b = protowire.AppendTag(b, fieldTombstone, protowire.VarintType)
 		return protowire.AppendVarint(b, 1)
@@ -58,12 +67,23 @@ func encode(v *graveler.Value) []byte {
 	return b
 }
 
+// encodeReset returns the stored reset record (stagingpb.Entry with reset
+// set): what a reset of a key writes instead of removing its entry.
+func encodeReset() []byte {
+	b := make([]byte, 0, 2*(protowire.SizeTag(fieldReset)+1))
+	b = protowire.AppendTag(b, fieldFormatVersion, protowire.VarintType)
+	b = protowire.AppendVarint(b, resetFormat)
+	b = protowire.AppendTag(b, fieldReset, protowire.VarintType)
+	return protowire.AppendVarint(b, 1)
+}
+
 // record is a parsed stagingpb.Entry.
 type record struct {
 	formatVersion uint32
 	identity      []byte
 	data          []byte
 	tombstone     bool
+	reset         bool
 }
 
 // parse reads the wire format as proto.Unmarshal would into a
@@ -95,10 +115,14 @@ func parse(b []byte) (record, error) {
 			} else {
 				r.data = v
 			}
-		case num == fieldTombstone && typ == protowire.VarintType:
+		case (num == fieldTombstone || num == fieldReset) && typ == protowire.VarintType:
 			var v uint64
 			v, n = protowire.ConsumeVarint(b)
-			r.tombstone = v != 0
+			if num == fieldTombstone {
+				r.tombstone = v != 0
+			} else {
+				r.reset = v != 0
+			}
 		default:
 			n = protowire.ConsumeFieldValue(num, typ, b)
 		}
@@ -110,28 +134,34 @@ func parse(b []byte) (record, error) {
 	return r, nil
 }
 
-// decode returns the value of a stored record, nil for a tombstone. The
-// value's slices alias b, which the caller must not reuse.
-func decode(b []byte) (*graveler.Value, error) {
+// decode returns the value of a stored record, nil for a tombstone; reset
+// reports a reset record (the token stages nothing for the key; v is
+// nil). The value's slices alias b, which the caller must not reuse.
+func decode(b []byte) (v *graveler.Value, reset bool, err error) {
 	r, err := parse(b)
 	switch {
 	case err != nil:
-		return nil, fmt.Errorf("%w: %w", ErrCorruptRecord, err)
+		return nil, false, fmt.Errorf("%w: %w", ErrCorruptRecord, err)
 	case r.formatVersion == 0:
-		return nil, fmt.Errorf("%w: no format version", ErrCorruptRecord)
+		return nil, false, fmt.Errorf("%w: no format version", ErrCorruptRecord)
 	case r.formatVersion > FormatVersion:
-		return nil, fmt.Errorf("%w: entry record has format version %d, this build reads 1..%d", ErrUnknownFormat, r.formatVersion, FormatVersion)
+		return nil, false, fmt.Errorf("%w: entry record has format version %d, this build reads 1..%d", ErrUnknownFormat, r.formatVersion, FormatVersion)
+	case r.reset:
+		if r.formatVersion < resetFormat || r.tombstone || len(r.identity) > 0 || len(r.data) > 0 {
+			return nil, false, fmt.Errorf("%w: reset record of format version %d with a value or a tombstone", ErrCorruptRecord, r.formatVersion)
+		}
+		return nil, true, nil
 	case r.tombstone:
 		if len(r.identity) > 0 || len(r.data) > 0 {
-			return nil, fmt.Errorf("%w: tombstone with a value", ErrCorruptRecord)
+			return nil, false, fmt.Errorf("%w: tombstone with a value", ErrCorruptRecord)
 		}
-		return nil, nil
+		return nil, false, nil
 	case len(r.identity) == 0:
-		return nil, fmt.Errorf("%w: value without identity", ErrCorruptRecord)
+		return nil, false, fmt.Errorf("%w: value without identity", ErrCorruptRecord)
 	}
-	v := &graveler.Value{Identity: r.identity}
+	v = &graveler.Value{Identity: r.identity}
 	if len(r.data) > 0 {
 		v.Data = r.data
 	}
-	return v, nil
+	return v, false, nil
 }

@@ -18,10 +18,10 @@ func TestEncodeMatchesGenerated(t *testing.T) {
 		v    *graveler.Value
 		pb   *stagingpb.Entry
 	}{
-		{"tombstone", nil, &stagingpb.Entry{FormatVersion: FormatVersion, Tombstone: true}},
-		{"identity only", &graveler.Value{Identity: []byte("id")}, &stagingpb.Entry{FormatVersion: FormatVersion, Identity: []byte("id")}},
+		{"tombstone", nil, &stagingpb.Entry{FormatVersion: valueFormat, Tombstone: true}},
+		{"identity only", &graveler.Value{Identity: []byte("id")}, &stagingpb.Entry{FormatVersion: valueFormat, Identity: []byte("id")}},
 		{"value", &graveler.Value{Identity: []byte("id"), Data: bytes.Repeat([]byte{0, 0xff}, 300)},
-			&stagingpb.Entry{FormatVersion: FormatVersion, Identity: []byte("id"), Data: bytes.Repeat([]byte{0, 0xff}, 300)}},
+			&stagingpb.Entry{FormatVersion: valueFormat, Identity: []byte("id"), Data: bytes.Repeat([]byte{0, 0xff}, 300)}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -43,9 +43,9 @@ func TestEncodeMatchesGenerated(t *testing.T) {
 			if !proto.Equal(&pb, c.pb) {
 				t.Errorf("proto.Unmarshal(encode) = %v, want %v", &pb, c.pb)
 			}
-			v, err := decode(want)
-			if err != nil {
-				t.Fatal(err)
+			v, reset, err := decode(want)
+			if err != nil || reset {
+				t.Fatal(reset, err)
 			}
 			if (v == nil) != (c.v == nil) || v != nil && (!bytes.Equal(v.Identity, c.v.Identity) || !bytes.Equal(v.Data, c.v.Data)) {
 				t.Errorf("decode = %+v, want %+v", v, c.v)
@@ -54,9 +54,30 @@ func TestEncodeMatchesGenerated(t *testing.T) {
 	}
 }
 
+// TestResetRecord: a reset record is version 2 (a release reading only
+// version 1 refuses it), matches the generated code, and decodes as a
+// reset, not as a value or a tombstone.
+func TestResetRecord(t *testing.T) {
+	want, err := proto.Marshal(&stagingpb.Entry{FormatVersion: resetFormat, Reset_: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := encodeReset()
+	if !bytes.Equal(got, want) {
+		t.Fatalf("encodeReset = %x, proto.Marshal = %x", got, want)
+	}
+	v, reset, err := decode(got)
+	if err != nil || !reset || v != nil {
+		t.Fatalf("decode(reset) = %v, %v, %v", v, reset, err)
+	}
+	if resetFormat <= valueFormat || resetFormat > FormatVersion {
+		t.Fatalf("reset records are version %d; values %d, newest read %d", resetFormat, valueFormat, FormatVersion)
+	}
+}
+
 func TestDecodeAliasesInput(t *testing.T) {
 	b := encode(&graveler.Value{Identity: []byte("identity"), Data: []byte("data")})
-	v, err := decode(b)
+	v, _, err := decode(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,10 +121,13 @@ func TestDecodeErrors(t *testing.T) {
 		{"field number 0", []byte{0x00, 0x01}, ErrCorruptRecord},
 		{"tombstone with value", marshal(&stagingpb.Entry{FormatVersion: 1, Tombstone: true, Data: []byte("x")}), ErrCorruptRecord},
 		{"value without identity", marshal(&stagingpb.Entry{FormatVersion: 1, Data: []byte("x")}), ErrCorruptRecord},
+		{"reset in version 1", marshal(&stagingpb.Entry{FormatVersion: 1, Reset_: true}), ErrCorruptRecord},
+		{"reset with value", marshal(&stagingpb.Entry{FormatVersion: 2, Reset_: true, Identity: []byte("id")}), ErrCorruptRecord},
+		{"reset tombstone", marshal(&stagingpb.Entry{FormatVersion: 2, Reset_: true, Tombstone: true}), ErrCorruptRecord},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := decode(c.b)
+			_, _, err := decode(c.b)
 			if !errors.Is(err, c.want) || !errors.Is(err, graveler.ErrFailedPrecondition) {
 				t.Errorf("decode(%x) = %v, want %v", c.b, err, c.want)
 			}
@@ -118,7 +142,7 @@ func TestDecodeSkipsUnknownFields(t *testing.T) {
 	// A known field with an unexpected wire type is an unknown field to proto.
 	b = protowire.AppendTag(b, fieldData, protowire.Fixed32Type)
 	b = protowire.AppendFixed32(b, 7)
-	v, err := decode(b)
+	v, _, err := decode(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,6 +156,7 @@ func TestDecodeSkipsUnknownFields(t *testing.T) {
 func FuzzParse(f *testing.F) {
 	f.Add(encode(nil))
 	f.Add(encode(&graveler.Value{Identity: []byte("id"), Data: []byte("data")}))
+	f.Add(encodeReset())
 	f.Add([]byte{0x08, 0x01, 0x08, 0x02, 0x20, 0x00})
 	f.Add([]byte{0x0b, 0x0c})
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -145,7 +170,7 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		if r.formatVersion != pb.GetFormatVersion() || !bytes.Equal(r.identity, pb.GetIdentity()) ||
-			!bytes.Equal(r.data, pb.GetData()) || r.tombstone != pb.GetTombstone() {
+			!bytes.Equal(r.data, pb.GetData()) || r.tombstone != pb.GetTombstone() || r.reset != pb.GetReset_() {
 			t.Fatalf("parse(%x) = %+v, proto.Unmarshal = %v", b, r, &pb)
 		}
 	})
@@ -162,7 +187,7 @@ func BenchmarkEncode(b *testing.B) {
 	b.Run("proto.Marshal", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			_, _ = proto.Marshal(&stagingpb.Entry{FormatVersion: FormatVersion, Identity: v.Identity, Data: v.Data})
+			_, _ = proto.Marshal(&stagingpb.Entry{FormatVersion: valueFormat, Identity: v.Identity, Data: v.Data})
 		}
 	})
 }
@@ -172,7 +197,7 @@ func BenchmarkDecode(b *testing.B) {
 	b.Run("protowire", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := decode(rec); err != nil {
+			if _, _, err := decode(rec); err != nil {
 				b.Fatal(err)
 			}
 		}

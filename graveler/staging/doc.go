@@ -10,9 +10,15 @@
 // checked with keys.ValidateName.
 //
 // Records are stagingpb.Entry protobuf messages with a format version:
-// a value (identity and data) or a tombstone (a staged delete). A record of
-// a newer format is refused with ErrUnknownFormat; one that does not decode
-// is ErrCorruptRecord.
+// a value (identity and data) or a tombstone (a staged delete), written as
+// version 1, or a reset record (version 2), which DropKey and DropByPrefix
+// write over an entry instead of deleting it: it reads as nothing staged
+// (Get and ReadAt report the key as never staged, List skips it, but it
+// counts as a record read), and the key keeps a revision above every
+// earlier write of it, so an abandoned attempt of such a write cannot land
+// after the reset (see etcdkv's guarded writes). A record of a newer
+// format is refused with ErrUnknownFormat; one that does not decode is
+// ErrCorruptRecord.
 //
 // Range tombstones (DeletePrefix, graveler.RangeStager): a token's are all
 // in one record, ranges (stagingpb.RangeTombstones), so a Get reads them
@@ -46,9 +52,14 @@
 // for the request's outcome (see fencedBatcher); a shared request's
 // revision is noted in every one of its callers' kv.Revisions, as their
 // own write's. SetBatch validates every record first, then
-// writes them with bounded parallelism; it is not atomic. DropByPrefix scans
-// and deletes in chunks, holding one chunk of keys at a time (ResetPrefix
-// discards the same entries in one write).
+// writes them with bounded parallelism; it is not atomic, and when the
+// token is retired part way its *graveler.PartlyStagedError names the
+// records not written (the others were, before the retirement).
+// DropByPrefix scans and writes reset records in chunks, holding one chunk
+// of keys at a time (ResetPrefix discards the same entries in one write).
+// Sealed and ResetIn read a retired token's seal marker (with its reset
+// records) so that a writer whose fence ran after the retirement can tell
+// what of its write the sealing commit read.
 //
 // Reads: List is lazy and paged. It reads nothing until the first Next or
 // SeekGE (then the ranges record, then entries); its first page is small (Config.ListFirstPageSize) and pages

@@ -416,9 +416,12 @@ func (m *Manager) ParseEntry(st graveler.StagingToken, key graveler.Key, got kv.
 	if got.Predicate.IsAbsent() {
 		return nil, fmt.Errorf("staging: get %s in token %q: %w", qkey(key), st, graveler.ErrEntryNotFound)
 	}
-	v, err := decode(got.Value)
-	if err != nil {
+	v, reset, err := decode(got.Value)
+	switch {
+	case err != nil:
 		return nil, fmt.Errorf("staging: get %s in token %q: %w", qkey(key), st, err)
+	case reset:
+		return nil, fmt.Errorf("staging: get %s in token %q: %w", qkey(key), st, graveler.ErrEntryNotFound)
 	}
 	return v, nil
 }
@@ -481,7 +484,14 @@ func (m *Manager) ReadAt(ctx context.Context, reads []kv.KeyRef) ([]kv.Entry, er
 			if kerr != nil {
 				continue
 			}
-			switch verdict, rev := rs.judge(key, got[j].Predicate.Version()); verdict {
+			at := got[j].Predicate.Version()
+			if _, reset, derr := decode(got[j].Value); at > 0 && derr == nil && reset {
+				// A reset record stages nothing: a delete range
+				// covering the key deletes it, whenever it was written,
+				// as it would a key the token never staged.
+				at = 0
+			}
+			switch verdict, rev := rs.judge(key, at); verdict {
 			case entryDeleted:
 				got[j] = kv.Entry{Key: got[j].Key, Value: encode(nil), Predicate: kv.NewPredicate(rev)}
 			case entryReset:

@@ -108,12 +108,16 @@ func (it *iterator) Next() bool {
 			it.err = fmt.Errorf("staging: list token %q: %w: %w", it.token, ErrCorruptRecord, err)
 			return false
 		}
-		v, err := decode(e.Value)
+		v, reset, err := decode(e.Value)
 		if err != nil {
 			it.err = fmt.Errorf("staging: list token %q: key %s: %w", it.token, qkey(key), err)
 			return false
 		}
 		it.read++
+		if reset {
+			// A reset record: the token stages nothing here.
+			continue
+		}
 		switch verdict, _ := it.ranges.judge(key, e.Predicate.Version()); verdict {
 		case entryReset:
 			// Discarded by a reset range: the token stages nothing here.

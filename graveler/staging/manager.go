@@ -2,7 +2,9 @@ package staging
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -124,13 +126,102 @@ func (m *Manager) SetBatch(ctx context.Context, st graveler.StagingToken, record
 		}
 	}
 	records = lastPerKey(records)
-	return m.forEach(ctx, len(records), func(i int) error {
+	// applied[i]: record i was written. A refusal by the seal marker is
+	// not a failure of the batch as a whole: the records written before
+	// it stand (the commit that sealed the token reads them) and only the
+	// rest must go elsewhere, which the error names.
+	applied := make([]bool, len(records))
+	var (
+		mu    sync.Mutex
+		other error // the first failure that is not a refusal
+	)
+	err = m.forEach(ctx, len(records), func(i int) error {
 		r := records[i]
 		if err := m.setUnsealed(ctx, kv.Write{Partition: p, Key: keys.Entry(r.Key), Value: encode(r.Value)}); err != nil {
-			return storeErr(err, "set batch in token %q: key %s", st, qkey(r.Key))
+			err = storeErr(err, "set batch in token %q: key %s", st, qkey(r.Key))
+			if !errors.Is(err, graveler.ErrStagingTokenSealed) {
+				mu.Lock()
+				other = cmp.Or(other, err)
+				mu.Unlock()
+			}
+			return err
 		}
+		applied[i] = true
 		return nil
 	})
+	// A write that failed otherwise beside a refusal may have applied, so
+	// its record cannot be handed on as unwritten: that failure answers.
+	if err == nil || other != nil {
+		return cmp.Or(other, err)
+	}
+	if !errors.Is(err, graveler.ErrStagingTokenSealed) {
+		return err
+	}
+	rest := make([]*graveler.ValueRecord, 0, len(records))
+	for i, r := range records {
+		if !applied[i] {
+			rest = append(rest, r)
+		}
+	}
+	return &graveler.PartlyStagedError{Unapplied: rest, Err: err}
+}
+
+// ResetIn reports, for each of ks, whether token st holds a reset record
+// for it. Each key is read at one instant with st's seal marker (in
+// requests of up to kv.MaxSetAndReadOps records). Every key of ks must
+// have had a record in st: a staged entry is never deleted, only written
+// over, so a missing one means st is being dropped (entries go before the
+// marker), and sealed is false then, as when the marker itself is
+// missing: what st held cannot be read any more.
+func (m *Manager) ResetIn(ctx context.Context, st graveler.StagingToken, ks []graveler.Key) (reset []bool, sealed bool, err error) {
+	p, err := partition(st)
+	if err != nil {
+		return nil, false, fmt.Errorf("staging: resets in token %q: %w", st, err)
+	}
+	reset = make([]bool, len(ks))
+	per := kv.MaxSetAndReadOps - 1
+	for lo := 0; lo < len(ks); lo += per {
+		hi := min(lo+per, len(ks))
+		refs := make([]kv.KeyRef, 0, hi-lo+1)
+		refs = append(refs, sealedRef(p))
+		for _, k := range ks[lo:hi] {
+			refs = append(refs, kv.KeyRef{Partition: p, Key: keys.Entry(k)})
+		}
+		got, err := kv.GetMany(ctx, m.store, refs)
+		if err != nil {
+			return nil, false, storeErr(err, "resets in token %q", st)
+		}
+		if got[0].Predicate.IsAbsent() {
+			return nil, false, nil
+		}
+		for i, e := range got[1:] {
+			if e.Predicate.IsAbsent() {
+				return nil, false, nil
+			}
+			_, r, err := decode(e.Value)
+			if err != nil {
+				return nil, false, fmt.Errorf("staging: resets in token %q: key %s: %w", st, qkey(ks[lo+i]), err)
+			}
+			reset[lo+i] = r
+		}
+	}
+	return reset, true, nil
+}
+
+// Sealed reports whether st carries its seal marker: a branch update
+// stopped naming it as a staging token (a commit sealed it, a reset
+// replaced it) and no staged write applies to it since. A token dropped
+// since has no marker any more.
+func (m *Manager) Sealed(ctx context.Context, st graveler.StagingToken) (bool, error) {
+	p, err := partition(st)
+	if err != nil {
+		return false, fmt.Errorf("staging: seal of token %q: %w", st, err)
+	}
+	got, err := kv.GetMany(ctx, m.store, []kv.KeyRef{sealedRef(p)})
+	if err != nil {
+		return false, storeErr(err, "seal of token %q", st)
+	}
+	return !got[0].Predicate.IsAbsent(), nil
 }
 
 // lastPerKey drops every record whose key appears again later, keeping the
@@ -206,8 +297,12 @@ func (m *Manager) forEach(ctx context.Context, n int, f func(i int) error) error
 }
 
 // DropKey removes whatever is staged for key: afterwards Get reports
-// graveler.ErrEntryNotFound (this is not a tombstone). Dropping a key with
-// nothing staged is not an error; in a retired token it drops nothing and
+// graveler.ErrEntryNotFound (this is not a tombstone). It writes a reset
+// record over the entry rather than deleting it: a removed key has no
+// revision, so an abandoned attempt of an earlier write of it could still
+// land after the reset (etcdkv's guarded writes), while a record written
+// at a later revision stops every earlier attempt. Dropping a key with
+// nothing staged is not an error; in a retired token it writes nothing and
 // fails with graveler.ErrStagingTokenSealed.
 func (m *Manager) DropKey(ctx context.Context, st graveler.StagingToken, key graveler.Key) error {
 	p, err := partition(st)
@@ -226,26 +321,23 @@ func (m *Manager) DropKey(ctx context.Context, st graveler.StagingToken, key gra
 	return nil
 }
 
-// dropUnsealed deletes one kv key of the token whose partition is p,
-// unless the token is retired (graveler.ErrStagingTokenSealed): a reset's
-// removal changes a token no more than a write does once a commit sealed
-// it. Otherwise unconditional by design: a reset is a write of "nothing"
-// that races concurrent writes of the key like any write; it removes no
-// record read earlier.
+// dropUnsealed writes a reset record for one kv key of the token whose
+// partition is p, unless the token is retired
+// (graveler.ErrStagingTokenSealed): a reset's removal changes a token no
+// more than a write does once a commit sealed it. Otherwise unconditional
+// by design: a reset is a write of "nothing" that races concurrent writes
+// of the key like any write.
 func (m *Manager) dropUnsealed(ctx context.Context, p, key []byte) error {
-	applied, err := kv.DeleteUnless(ctx, m.store, p, key, []kv.KeyRef{sealedRef(p)})
-	if err == nil && !applied {
-		return sealedErr(p)
-	}
-	return err
+	return m.setUnsealed(ctx, kv.Write{Partition: p, Key: key, Value: encodeReset()})
 }
 
 // DropByPrefix removes everything staged under prefix (an empty prefix:
-// every entry of the token). It reads Config.ScanPageSize keys at a time
-// and deletes them with bounded parallelism before reading on, so its
-// memory does not grow with the number of keys. Not atomic: after an
-// error, part of the prefix may be dropped; each delete applies only while
-// the token is not retired (graveler.ErrStagingTokenSealed after that).
+// every entry of the token), writing a reset record over each entry as
+// DropKey does. It reads Config.ScanPageSize keys at a time and writes
+// them with bounded parallelism before reading on, so its memory does not
+// grow with the number of keys. Not atomic: after an error, part of the
+// prefix may be dropped; each write applies only while the token is not
+// retired (graveler.ErrStagingTokenSealed after that).
 func (m *Manager) DropByPrefix(ctx context.Context, st graveler.StagingToken, prefix graveler.Key) error {
 	p, err := partition(st)
 	if err == nil && len(prefix) > graveler.MaxKeyLen {
@@ -260,7 +352,8 @@ func (m *Manager) DropByPrefix(ctx context.Context, st graveler.StagingToken, pr
 	batch := make([][]byte, 0, chunk)
 	for {
 		batch = batch[:0]
-		more := false
+		var last []byte
+		scanned := 0
 		for e, err := range m.store.Scan(ctx, p, kv.ScanOptions{Start: start, Limit: chunk}) {
 			if err != nil {
 				return storeErr(err, "drop prefix %s in token %q", qkey(prefix), st)
@@ -268,9 +361,12 @@ func (m *Manager) DropByPrefix(ctx context.Context, st graveler.StagingToken, pr
 			if !bytes.HasPrefix(e.Key, kvPrefix) {
 				break
 			}
-			batch = append(batch, e.Key)
-			if len(batch) == chunk {
-				more = true
+			scanned++
+			last = e.Key
+			if _, reset, err := decode(e.Value); err != nil || !reset {
+				batch = append(batch, e.Key)
+			}
+			if scanned == chunk {
 				break
 			}
 		}
@@ -280,10 +376,10 @@ func (m *Manager) DropByPrefix(ctx context.Context, st graveler.StagingToken, pr
 			}
 			return nil
 		})
-		if err != nil || !more {
+		if err != nil || scanned < chunk {
 			return err
 		}
-		start = after(batch[len(batch)-1])
+		start = after(last)
 	}
 }
 

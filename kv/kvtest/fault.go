@@ -271,14 +271,3 @@ func (f *FaultStore) SetAndReadUnless(ctx context.Context, absent []kv.KeyRef, w
 func (f *FaultStore) SetIfWith(ctx context.Context, partition, key, value []byte, pred kv.Predicate, absent []kv.KeyRef, also []kv.Write) error {
 	return f.write("setif", func() error { return kv.SetIfWith(ctx, f.inner, partition, key, value, pred, absent, also) })
 }
-
-// DeleteUnless is one numbered operation, named as Delete is.
-func (f *FaultStore) DeleteUnless(ctx context.Context, partition, key []byte, absent []kv.KeyRef) (bool, error) {
-	var applied bool
-	err := f.write("delete", func() error {
-		var err error
-		applied, err = kv.DeleteUnless(ctx, f.inner, partition, key, absent)
-		return err
-	})
-	return applied, err
-}

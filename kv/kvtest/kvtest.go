@@ -53,7 +53,6 @@ func Run(t *testing.T, newStore NewStore) {
 		{"SetAndReadUnless", testSetAndReadUnless},
 		{"SetIfWith", testSetIfWith},
 		{"CondWriteSealRace", testCondWriteSealRace},
-		{"DeleteUnless", testDeleteUnless},
 		{"Revisions", testRevisions},
 		{"RevisionsEffect", testRevisionsEffect},
 		{"RevisionsConcurrent", testRevisionsConcurrent},

@@ -234,9 +234,3 @@ func (s *PauseStore) SetIfWith(ctx context.Context, partition, key, value []byte
 	s.do("setif", partition, key, func() { err = kv.SetIfWith(ctx, s.inner, partition, key, value, pred, absent, also) })
 	return
 }
-
-// DeleteUnless pauses as Delete does (same name).
-func (s *PauseStore) DeleteUnless(ctx context.Context, partition, key []byte, absent []kv.KeyRef) (applied bool, err error) {
-	s.do("delete", partition, key, func() { applied, err = kv.DeleteUnless(ctx, s.inner, partition, key, absent) })
-	return
-}

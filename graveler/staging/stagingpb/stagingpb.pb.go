@@ -31,8 +31,13 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// Entry is staging/<staging_token>/key/<entry key>: a staged value, or a
-// tombstone (a staged delete) when tombstone is set.
+// Entry is staging/<staging_token>/key/<entry key>: a staged value, a
+// tombstone (a staged delete) when tombstone is set, or a reset record
+// when reset is set.
+//
+// format_version is 1 for a value or a tombstone and 2 for a reset
+// record: a reader that knows only version 1 would take a reset record
+// for a value without identity, so it must refuse the record instead.
 type Entry struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	FormatVersion uint32                 `protobuf:"varint,1,opt,name=format_version,json=formatVersion,proto3" json:"format_version,omitempty"`
@@ -41,7 +46,13 @@ type Entry struct {
 	// data is opaque to graveler; empty for a tombstone.
 	Data []byte `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
 	// tombstone marks a staged delete.
-	Tombstone     bool `protobuf:"varint,4,opt,name=tombstone,proto3" json:"tombstone,omitempty"`
+	Tombstone bool `protobuf:"varint,4,opt,name=tombstone,proto3" json:"tombstone,omitempty"`
+	// reset (format version 2 only) marks a reset of the key: the token
+	// stages nothing for it, and reads fall through to older tokens and the
+	// head. A reset writes this record instead of removing the entry, so
+	// that the key keeps a revision above every earlier write of it, which
+	// is what stops an abandoned write attempt from landing after the reset.
+	Reset_        bool `protobuf:"varint,5,opt,name=reset,proto3" json:"reset,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -100,6 +111,13 @@ func (x *Entry) GetData() []byte {
 func (x *Entry) GetTombstone() bool {
 	if x != nil {
 		return x.Tombstone
+	}
+	return false
+}
+
+func (x *Entry) GetReset_() bool {
+	if x != nil {
+		return x.Reset_
 	}
 	return false
 }
@@ -239,12 +257,13 @@ var File_stagingpb_proto protoreflect.FileDescriptor
 
 const file_stagingpb_proto_rawDesc = "" +
 	"\n" +
-	"\x0fstagingpb.proto\x12\x13graveler.staging.v1\"|\n" +
+	"\x0fstagingpb.proto\x12\x13graveler.staging.v1\"\x92\x01\n" +
 	"\x05Entry\x12%\n" +
 	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12\x1a\n" +
 	"\bidentity\x18\x02 \x01(\fR\bidentity\x12\x12\n" +
 	"\x04data\x18\x03 \x01(\fR\x04data\x12\x1c\n" +
-	"\ttombstone\x18\x04 \x01(\bR\ttombstone\"}\n" +
+	"\ttombstone\x18\x04 \x01(\bR\ttombstone\x12\x14\n" +
+	"\x05reset\x18\x05 \x01(\bR\x05reset\"}\n" +
 	"\x0fRangeTombstones\x12%\n" +
 	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12C\n" +
 	"\n" +
