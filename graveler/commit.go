@@ -403,6 +403,7 @@ func (g *Graveler) resetStaged(ctx context.Context, repo *RepositoryRecord, bran
 	// after them. Dropping entries cannot undo a range tombstone.
 	if len(b.SealedTokens) == 0 && h0.StagingToken == b.StagingToken && len(rng) == 0 {
 		st := b.StagingToken
+		perKey := false // reset record by record: a seal may refuse part of it
 		switch {
 		case !sc.prefix:
 			err = g.staging.DropKey(ctx, st, sc.key)
@@ -417,9 +418,11 @@ func (g *Graveler) resetStaged(ctx context.Context, repo *RepositoryRecord, bran
 			err = g.ranger.ResetPrefix(ctx, st, sc.key)
 			switch {
 			case errors.Is(err, ErrRangeInScope), errors.Is(err, ErrTooManyRangeTombstones):
+				perKey = true
 				err = g.staging.DropByPrefix(ctx, st, sc.key)
 			}
 		default:
+			perKey = true
 			err = g.staging.DropByPrefix(ctx, st, sc.key)
 		}
 		sealed := errors.Is(err, ErrStagingTokenSealed)
@@ -441,7 +444,7 @@ func (g *Graveler) resetStaged(ctx context.Context, repo *RepositoryRecord, bran
 		if b.StagingToken == st {
 			return nil
 		}
-		if sealed && sc.prefix {
+		if sealed && perKey {
 			// Reset key by key, the token may have taken part of the
 			// reset before the seal refused the rest: the commit that
 			// sealed it read those keys reset, and only the others need
