@@ -79,11 +79,14 @@
 //     predicate of the client's latest Get (often stale). The model is the
 //     kv.Store contract, including its relaxation that an ambiguous
 //     DeleteIf whose version another deletion ended reports success.
-//   - TestLinearizableBranch: staged puts, gets and deletes of a few keys of
-//     one branch, and commits, over gRPC through two gravelerd replicas.
-//     The model is the branch's visible value and head value per key: a
-//     commit (placed where it seals) keeps what is visible, and fails with
-//     NO_CHANGES only if nothing differs from the head.
+//   - TestLinearizableBranch: staged puts (alone and as one-entry
+//     batches, whose fence is read apart from the write), gets, deletes,
+//     deletes by prefix and resets of a few keys of one branch, and
+//     commits, over gRPC through two gravelerd replicas. The model is the
+//     branch's visible value and head value per key: a commit (placed
+//     where it seals) keeps what is visible, and fails with NO_CHANGES
+//     only if nothing differs from the head; a reset shows the head
+//     value again.
 //
 // A violation is reported at once with the time the history became
 // illegal (the shortest illegal prefix, by bisection) and the operations

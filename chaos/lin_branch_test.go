@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,8 +18,9 @@ import (
 	"graveler/client"
 )
 
-// brIn is one call on a branch: put, get or delete of a key (values unique
-// per put), or commit (no key: it belongs to every key's history).
+// brIn is one call on a branch: put (alone or as a one-entry batch), get,
+// delete, reset or delete by prefix of a key (values unique per put), or
+// commit (no key: it belongs to every key's history).
 type brIn struct {
 	Op    string
 	Key   string
@@ -51,8 +53,18 @@ var branchModel = linModel{
 			switch in.Op {
 			case "get":
 				return out.Value == st.Vis, st
-			case "put":
+			case "put", "batchput":
 				st.Vis = in.Value
+				return true, st
+			case "delprefix":
+				// A range tombstone over the key: no read, always ok.
+				st.Vis = ""
+				return true, st
+			case "reset":
+				// Discards what is staged: the key shows its head again.
+				// A commit in flight that the reset overlaps is placed
+				// after it, where it seals what the reset left.
+				st.Vis = st.Com
 				return true, st
 			case "delete":
 				// Delete reads the key and then stages a tombstone: a
@@ -77,10 +89,10 @@ var branchModel = linModel{
 			switch in.Op {
 			case "get":
 				return fmt.Sprintf("get(%s) -> %s", in.Key, orAbsent(out.Value))
-			case "put":
-				return fmt.Sprintf("put(%s, %s) -> %s", in.Key, in.Value, out.Res)
-			case "delete":
-				return fmt.Sprintf("delete(%s) -> %s", in.Key, out.Res)
+			case "put", "batchput":
+				return fmt.Sprintf("%s(%s, %s) -> %s", in.Op, in.Key, in.Value, out.Res)
+			case "delete", "delprefix", "reset":
+				return fmt.Sprintf("%s(%s) -> %s", in.Op, in.Key, out.Res)
 			default:
 				return fmt.Sprintf("commit -> %s", out.Res)
 			}
@@ -131,6 +143,15 @@ func (c *brClient) backoff(ctx context.Context) {
 
 func (c *brClient) run(ctx context.Context, keys []string, p *pacer) {
 	branch := client.Branch(c.repo, "main")
+	// A key that prefixes another cannot be deleted by prefix alone.
+	alone := func(key string) bool {
+		for _, k := range keys {
+			if k != key && strings.HasPrefix(k, key) {
+				return false
+			}
+		}
+		return true
+	}
 	for p.next(ctx) {
 		key := keys[c.rng.IntN(len(keys))]
 		c.seq++
@@ -141,18 +162,29 @@ func (c *brClient) run(ctx context.Context, keys []string, p *pacer) {
 		var in brIn
 		var out brOut
 		var err error
+		entry := &pb.Entry{Key: []byte(key), Value: &pb.Value{Identity: []byte(val), Data: []byte(val)}}
 		switch {
-		case op < 35:
+		case op < 27:
 			in = brIn{Op: "put", Key: key, Value: val}
-			_, err = c.c.PutEntry(cctx, &pb.PutEntryRequest{Branch: branch, Entry: &pb.Entry{Key: []byte(key), Value: &pb.Value{Identity: []byte(val), Data: []byte(val)}}})
-		case op < 75:
+			_, err = c.c.PutEntry(cctx, &pb.PutEntryRequest{Branch: branch, Entry: entry})
+		case op < 35:
+			// A batch's fence is read apart from its write.
+			in = brIn{Op: "batchput", Key: key, Value: val}
+			_, err = c.c.BatchPutEntries(cctx, &pb.BatchPutEntriesRequest{Branch: branch, Entries: []*pb.Entry{entry}})
+		case op < 70:
 			in = brIn{Op: "get", Key: key}
 			var resp *pb.GetEntryResponse
 			resp, err = c.c.GetEntry(cctx, &pb.GetEntryRequest{Repository: client.Repository(c.repo), Ref: "main", Key: []byte(key)})
 			out.Value = string(resp.GetEntry().GetValue().GetIdentity())
-		case op < 90:
+		case op < 80:
 			in = brIn{Op: "delete", Key: key}
 			_, err = c.c.DeleteEntry(cctx, &pb.DeleteEntryRequest{Branch: branch, Key: []byte(key)})
+		case op < 85 && alone(key):
+			in = brIn{Op: "delprefix", Key: key}
+			_, err = c.c.DeletePrefix(cctx, &pb.DeletePrefixRequest{Branch: branch, Prefix: []byte(key)})
+		case op < 90:
+			in = brIn{Op: "reset", Key: key}
+			_, err = c.c.Reset(cctx, &pb.ResetRequest{Branch: branch, Scope: pb.ResetScope_RESET_SCOPE_KEY, Key: []byte(key)})
 		default:
 			in = brIn{Op: "commit"}
 			_, err = c.c.Commit(cctx, &pb.CommitRequest{Branch: branch, Options: &pb.CommitOptions{Message: fmt.Sprintf("lin c%d-%d", c.id, c.seq), Committer: "lin"}})

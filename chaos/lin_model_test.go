@@ -38,6 +38,9 @@ func TestLinModels(t *testing.T) {
 	commit := func(c int, call, ret int64, r res) op {
 		return op{client: c, call: call, ret: ret, in: brIn{Op: "commit"}, out: brOut{Res: r}}
 	}
+	bop := func(name string, c int, call, ret int64, key string, r res) op {
+		return op{client: c, call: call, ret: ret, in: brIn{Op: name, Key: key}, out: brOut{Res: r}}
+	}
 	kvM := newKVModel
 	brM := func([]linOp) linModel { return branchModel }
 	cases := []struct {
@@ -94,6 +97,26 @@ func TestLinModels(t *testing.T) {
 		}, true},
 		{"branch: delete says missing while visible", brM, []op{
 			put(0, 0, 10, "k", "a", resOK), bdel(1, 20, 30, "k", resFailed),
+		}, false},
+		{"branch: a reset shows the head again", brM, []op{
+			put(0, 0, 10, "k", "a", resOK), commit(1, 20, 30, resOK), put(0, 40, 50, "k", "b", resOK),
+			bop("reset", 1, 60, 70, "k", resOK), bget(2, 80, 90, "k", "a"),
+		}, true},
+		{"branch: a reset that kept the staged value", brM, []op{
+			put(0, 0, 10, "k", "a", resOK), commit(1, 20, 30, resOK), put(0, 40, 50, "k", "b", resOK),
+			bop("reset", 1, 60, 70, "k", resOK), bget(2, 80, 90, "k", "b"),
+		}, false},
+		{"branch: a reset undone by a later write's retry", brM, []op{
+			put(0, 0, 10, "k", "a", resOK), bop("reset", 1, 20, 30, "k", resOK), bget(2, 40, 50, "k", ""),
+			bget(2, 60, 70, "k", "a"),
+		}, false},
+		{"branch: a batch put lost across a commit", brM, []op{
+			put(0, 0, 10, "k", "a", resOK),
+			op{client: 1, call: 20, ret: 30, in: brIn{Op: "batchput", Key: "k", Value: "b"}, out: brOut{Res: resOK}},
+			commit(2, 40, 50, resOK), bget(0, 60, 70, "k", "a"),
+		}, false},
+		{"branch: a prefix delete hides the key", brM, []op{
+			put(0, 0, 10, "k", "a", resOK), bop("delprefix", 1, 20, 30, "k", resOK), bget(2, 40, 50, "k", "a"),
 		}, false},
 		{"branch: a commit touches every key", brM, []op{
 			put(0, 0, 10, "k", "a", resOK), put(0, 20, 30, "j", "b", resOK), commit(1, 40, 50, resOK),
