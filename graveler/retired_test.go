@@ -41,6 +41,11 @@ func (p *pauseFixture) heldAsync(when kvtest.When, match func(kvtest.Op) bool, o
 	return hold, done
 }
 
+// setBatchW stages w=1 on main as a one-record batch.
+func (p *pauseFixture) setBatchW() error {
+	return p.g.SetBatch(p.ctx, p.repo, "main", []*graveler.ValueRecord{{Key: graveler.Key("w"), Value: ptr(val("1"))}})
+}
+
 func TestRetiredWriteNotRepeated(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, store kv.Store) {
 		t.Run("delete-prefix", func(t *testing.T) {
@@ -48,8 +53,7 @@ func TestRetiredWriteNotRepeated(t *testing.T) {
 			p.set("main", "w", "0")
 			p.commit("main", "base")
 			p.set("main", "other", "1")
-			st := p.branch("main").StagingToken
-			hold, done := p.heldAsync(kvtest.After, kvtest.OpOn(keys.StagingPartition(string(st)), keys.StagingRanges(), "setif"), func() error { return p.g.DeletePrefix(p.ctx, p.repo, "main", graveler.Key("w")) })
+			hold, done := p.heldAsync(kvtest.After, p.rangesOf("setif"), func() error { return p.g.DeletePrefix(p.ctx, p.repo, "main", graveler.Key("w")) })
 			p.wantMissing("main", "w")
 			p.sealedAndOverwritten("w")
 			p.release(hold, done)
@@ -60,7 +64,7 @@ func TestRetiredWriteNotRepeated(t *testing.T) {
 			p.set("main", "other", "1")
 			st := p.branch("main").StagingToken
 			hold, done := p.heldAsync(kvtest.After, stagedWrite(st, "w"), func() error {
-				return p.g.SetBatch(p.ctx, p.repo, "main", []*graveler.ValueRecord{{Key: graveler.Key("w"), Value: ptr(val("1"))}})
+				return p.setBatchW()
 			})
 			p.want("main", "w", "1")
 			p.sealedAndOverwritten("w")
@@ -232,7 +236,7 @@ func TestWriteAgainReadsTheBranchAfterTheMarker(t *testing.T) {
 		p.set("main", "other", "1")
 		st := p.branch("main").StagingToken
 		hold, done := p.heldAsync(kvtest.After, stagedWrite(st, "w"), func() error {
-			return p.g.SetBatch(p.ctx, p.repo, "main", []*graveler.ValueRecord{{Key: graveler.Key("w"), Value: ptr(val("1"))}})
+			return p.setBatchW()
 		})
 		holdC, commit, _ := p.holdCommit("main")
 		marker := p.ps.Pause(kvtest.Before, kvtest.OpOn(keys.StagingPartition(string(st)), keys.StagingSealed(), "get_many"))
@@ -265,7 +269,7 @@ func TestRetiredAndDroppedWriteUnknown(t *testing.T) {
 		}{
 			{"set-batch", func(st graveler.StagingToken) func(kvtest.Op) bool { return stagedWrite(st, "w") },
 				func(p *pauseFixture) error {
-					return p.g.SetBatch(p.ctx, p.repo, "main", []*graveler.ValueRecord{{Key: graveler.Key("w"), Value: ptr(val("1"))}})
+					return p.setBatchW()
 				}},
 			{"delete-prefix", func(st graveler.StagingToken) func(kvtest.Op) bool {
 				return kvtest.OpOn(keys.StagingPartition(string(st)), keys.StagingRanges(), "setif")
@@ -307,7 +311,7 @@ func TestRetiredWithoutMarkerWrittenAgain(t *testing.T) {
 		p.set("main", "other", "1")
 		st := p.branch("main").StagingToken
 		hold, done := p.heldAsync(kvtest.After, stagedWrite(st, "w"), func() error {
-			return p.g.SetBatch(p.ctx, p.repo, "main", []*graveler.ValueRecord{{Key: graveler.Key("w"), Value: ptr(val("1"))}})
+			return p.setBatchW()
 		})
 		holdC, commit, _ := p.holdCommit("main")
 		if err := p.inner.Delete(p.ctx, keys.StagingPartition(string(st)), keys.StagingSealed()); err != nil {
