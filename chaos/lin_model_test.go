@@ -98,18 +98,6 @@ func TestLinModels(t *testing.T) {
 		{"branch: delete says missing while visible", brM, []op{
 			put(0, 0, 10, "k", "a", resOK), bdel(1, 20, 30, "k", resFailed),
 		}, false},
-		{"branch: a reset shows the head again", brM, []op{
-			put(0, 0, 10, "k", "a", resOK), commit(1, 20, 30, resOK), put(0, 40, 50, "k", "b", resOK),
-			bop("reset", 1, 60, 70, "k", resOK), bget(2, 80, 90, "k", "a"),
-		}, true},
-		{"branch: a reset that kept the staged value", brM, []op{
-			put(0, 0, 10, "k", "a", resOK), commit(1, 20, 30, resOK), put(0, 40, 50, "k", "b", resOK),
-			bop("reset", 1, 60, 70, "k", resOK), bget(2, 80, 90, "k", "b"),
-		}, false},
-		{"branch: a reset undone by a later write's retry", brM, []op{
-			put(0, 0, 10, "k", "a", resOK), bop("reset", 1, 20, 30, "k", resOK), bget(2, 40, 50, "k", ""),
-			bget(2, 60, 70, "k", "a"),
-		}, false},
 		{"branch: a batch put lost across a commit", brM, []op{
 			put(0, 0, 10, "k", "a", resOK),
 			op{client: 1, call: 20, ret: 30, in: brIn{Op: "batchput", Key: "k", Value: "b"}, out: brOut{Res: resOK}},
