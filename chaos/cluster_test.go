@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -26,16 +27,26 @@ import (
 )
 
 // reserveAddr picks a free loopback port. The port is released before
-// its user binds it, which is racy against other processes but keeps a
-// member's address fixed across restarts.
+// its user binds it, which keeps a member's address fixed across
+// restarts. It is drawn below the kernel's ephemeral range (32768 and up
+// on Linux), from which outgoing connections take their local ports: a
+// port from there could be taken by any connection before its user binds
+// it. Another test process may still take one meanwhile; startCluster
+// starts again on new ports when that happens.
 func reserveAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	const lo, hi = 20000, 32768
+	for range 1000 {
+		addr := fmt.Sprintf("127.0.0.1:%d", lo+rand.IntN(hi-lo))
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return addr
 	}
-	defer l.Close()
-	return l.Addr().String()
+	t.Fatalf("no free loopback port in [%d, %d)", lo, hi)
+	return ""
 }
 
 // etcdBinary builds ./etcdproc (etcd's own main) once per test binary, so
@@ -102,11 +113,33 @@ type cluster struct {
 	admin   *clientv3.Client
 }
 
+// startCluster starts n members, each a separate etcd process, and waits
+// until all serve. A member that could not bind its reserved port (taken
+// by another process since it was reserved) makes it start the whole
+// cluster again on new ports, up to three times.
 func startCluster(t testing.TB, n int) *cluster {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		c, err := tryStartCluster(t, n)
+		if err == nil {
+			return c
+		}
+		if attempt == 3 || !errors.Is(err, errPortTaken) {
+			t.Fatal(err)
+		}
+		t.Logf("starting the cluster again on new ports: %v", err)
+	}
+}
+
+// errPortTaken: a member exited while starting because its address was
+// in use.
+var errPortTaken = errors.New("a member's reserved port was taken")
+
+func tryStartCluster(t testing.TB, n int) (*cluster, error) {
 	t.Helper()
 	bin, err := etcdBinary()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	c := &cluster{t: t, bin: bin}
 	root := t.TempDir()
@@ -145,22 +178,26 @@ func startCluster(t testing.TB, n int) *cluster {
 	t.Cleanup(c.killAll)
 	for _, m := range c.members {
 		if err := c.spawn(m); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 	}
 	// A new member is ready only once a quorum has formed, so wait for
 	// all after starting all.
 	for _, m := range c.members {
 		if err := c.waitReady(m, time.Minute); err != nil {
-			t.Fatal(err)
+			c.killAll()
+			if strings.Contains(tail(m.log, 30), "address already in use") {
+				return nil, fmt.Errorf("%w: %w", errPortTaken, err)
+			}
+			return nil, err
 		}
 	}
 	c.admin, err = clientv3.New(clientv3.Config{Endpoints: c.endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	t.Cleanup(func() { _ = c.admin.Close() })
-	return c
+	return c, nil
 }
 
 // spawn starts m's process without waiting for it to serve.
