@@ -19,6 +19,7 @@ import (
 	"graveler/graveler/gcfence"
 	"graveler/graveler/ref"
 	"graveler/keys"
+	"graveler/kv"
 )
 
 // Defaults of the collection of committed objects.
@@ -130,6 +131,8 @@ type gcNamespace struct {
 	// ns is the namespace as a repository record spells it.
 	ns    graveler.StorageNamespace
 	repos []string
+	// uids are the unique ids of repos' incarnations at the mark.
+	uids []graveler.UniqueID
 	// metaranges referenced by a commit of a repository on ns.
 	metaranges map[graveler.MetaRangeID]bool
 	// marked holds the blob names of every referenced object.
@@ -221,6 +224,16 @@ func (r *pass) collect() {
 				r.c.log.Info("cleaner: another collection is sweeping this storage namespace; skipped", zap.String("namespace", string(sp.ns)), zap.Error(err))
 				continue
 			}
+			if errors.Is(err, committed.ErrBlobNotFound) && g.ownerGone(sp) {
+				// A repository of the namespace was deleted since the
+				// mark and its reclaim removed objects the mark still
+				// walks: nothing of it is collected, and nothing is
+				// wrong.
+				g.sum.NamespacesHeld++
+				r.c.log.Info("cleaner: storage namespace left by a repository deleted since the mark; not collected this run",
+					zap.String("namespace", string(sp.ns)), zap.Strings("repositories", sp.repos), zap.Error(err))
+				continue
+			}
 			g.sum.NamespacesAborted++
 			r.fail(err, "garbage collection of namespace "+string(sp.ns)+" aborted", zap.String("namespace", string(sp.ns)))
 			continue
@@ -302,6 +315,7 @@ func (g *gcRun) mark() (map[string]*gcNamespace, error) {
 			spaces[key] = sp
 		}
 		sp.repos = append(sp.repos, inc.repo)
+		sp.uids = append(sp.uids, graveler.UniqueID(inc.uid))
 		g.sum.Repositories++
 		part := keys.RepositoryPartition(inc.repo, inc.uid)
 		// A repository with no branch is bare (RestoreRefs loads its
@@ -344,6 +358,30 @@ func (g *gcRun) mark() (map[string]*gcNamespace, error) {
 		g.sum.Marked += int64(len(sp.metaranges))
 	}
 	return spaces, nil
+}
+
+// ownerGone reports whether a repository that held sp at the mark is no
+// longer that active incarnation: deleted (its namespace then belongs to
+// its reclaim, which may have emptied it), or deleted and created again.
+// A read that fails says nothing, and counts as not gone.
+func (g *gcRun) ownerGone(sp *gcNamespace) bool {
+	for i, repo := range sp.repos {
+		data, _, err := g.r.c.store.Get(g.r.ctx, keys.Graveler(), keys.Repository(repo))
+		if errors.Is(err, kv.ErrNotFound) {
+			return true
+		}
+		if err != nil {
+			return false
+		}
+		rec, err := ref.DecodeRepository(data)
+		if err != nil {
+			return false
+		}
+		if rec.UniqueID != sp.uids[i] || rec.State == graveler.RepositoryStateDeleting {
+			return true
+		}
+	}
+	return false
 }
 
 // nsKey is the spelling namespaces are compared by: two repositories on

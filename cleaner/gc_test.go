@@ -878,3 +878,50 @@ func TestGCLeavesBareRepositoryAlone(t *testing.T) {
 		t.Errorf("gc summary %+v", sum.GC)
 	}
 }
+
+// TestGCRepositoryDeletedAfterTheMark: a repository is deleted, and its
+// namespace emptied by a reclaim, between the collection's read of the
+// roots and its walk of their trees (another cleaner's reclaim runs
+// meanwhile). The walk finds objects gone: the namespace is no longer a
+// live repository's, so it is held, not a failure. The same missing
+// object under a repository still live aborts the namespace's sweep as a
+// failure: what it references is unknown.
+func TestGCRepositoryDeletedAfterTheMark(t *testing.T) {
+	for _, deleted := range []bool{true, false} {
+		t.Run(fmt.Sprintf("deleted=%v", deleted), func(t *testing.T) {
+			store, _, _ := newEtcd(t)
+			b := fileBackend(t)
+			w := newGCWorld(t, store, b, gcGrace)
+			ns := w.createRepo("epsilon")
+			w.mustCommit("epsilon", "main", "k/", 200)
+			c := cleaner.New(store, w.cleanerConfig(gcGrace))
+			c.SetGCHooks(func() {
+				if deleted {
+					if err := w.g.DeleteRepository(w.ctx, "epsilon"); err != nil {
+						t.Error(err)
+					}
+				}
+				// What the deleted repository's reclaim does: every
+				// object of the namespace goes.
+				for name := range w.objects(ns) {
+					if err := b.blobs.Delete(w.ctx, ns, name); err != nil {
+						t.Error(err)
+					}
+				}
+			}, nil)
+			sum, err := c.Collect(w.ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if deleted {
+				if sum.Errors != 0 || sum.GC.NamespacesAborted != 0 || sum.GC.NamespacesHeld != 1 {
+					t.Fatalf("namespace of a repository deleted after the mark: %+v, %+v", sum.GC, sum.Failures)
+				}
+				return
+			}
+			if sum.Errors == 0 || sum.GC.NamespacesAborted != 1 {
+				t.Fatalf("objects missing under a live repository: %+v, %+v", sum.GC, sum.Failures)
+			}
+		})
+	}
+}
