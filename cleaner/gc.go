@@ -19,7 +19,6 @@ import (
 	"graveler/graveler/gcfence"
 	"graveler/graveler/ref"
 	"graveler/keys"
-	"graveler/kv"
 )
 
 // Defaults of the collection of committed objects.
@@ -366,18 +365,11 @@ func (g *gcRun) mark() (map[string]*gcNamespace, error) {
 // A read that fails says nothing, and counts as not gone.
 func (g *gcRun) ownerGone(sp *gcNamespace) bool {
 	for i, repo := range sp.repos {
-		data, _, err := g.r.c.store.Get(g.r.ctx, keys.Graveler(), keys.Repository(repo))
-		if errors.Is(err, kv.ErrNotFound) {
-			return true
-		}
+		rec, found, err := g.r.getRecord(repo)
 		if err != nil {
 			return false
 		}
-		rec, err := ref.DecodeRepository(data)
-		if err != nil {
-			return false
-		}
-		if rec.UniqueID != sp.uids[i] || rec.State == graveler.RepositoryStateDeleting {
+		if !found || rec.UniqueID != sp.uids[i] || rec.State == graveler.RepositoryStateDeleting {
 			return true
 		}
 	}

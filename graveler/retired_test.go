@@ -48,29 +48,44 @@ func (p *pauseFixture) setBatchW() error {
 
 func TestRetiredWriteNotRepeated(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, store kv.Store) {
-		t.Run("delete-prefix", func(t *testing.T) {
-			p := newPauseFixture(t, store, graveler.Config{})
-			p.set("main", "w", "0")
-			p.commit("main", "base")
-			p.set("main", "other", "1")
-			hold, done := p.heldAsync(kvtest.After, p.rangesOf("setif"), func() error { return p.g.DeletePrefix(p.ctx, p.repo, "main", graveler.Key("w")) })
-			p.wantMissing("main", "w")
-			p.sealedAndOverwritten("w")
-			p.release(hold, done)
-			p.want("main", "w", "2")
-		})
-		t.Run("set-batch", func(t *testing.T) {
-			p := newPauseFixture(t, store, graveler.Config{})
-			p.set("main", "other", "1")
-			st := p.branch("main").StagingToken
-			hold, done := p.heldAsync(kvtest.After, stagedWrite(st, "w"), func() error {
-				return p.setBatchW()
+		// One write held after it applied, by its kind: w is what reads
+		// show while it is held.
+		for _, tc := range []struct {
+			name  string
+			cfg   graveler.Config
+			match func(p *pauseFixture) func(kvtest.Op) bool
+			write func(p *pauseFixture) error
+			w     string // "": missing
+		}{
+			{"delete-prefix", graveler.Config{}, func(p *pauseFixture) func(kvtest.Op) bool { return p.rangesOf("setif") },
+				func(p *pauseFixture) error { return p.g.DeletePrefix(p.ctx, p.repo, "main", graveler.Key("w")) }, ""},
+			{"set-batch", graveler.Config{}, func(p *pauseFixture) func(kvtest.Op) bool {
+				return stagedWrite(p.branch("main").StagingToken, "w")
+			}, (*pauseFixture).setBatchW, "1"},
+			// The writer's fence read apart from the write (no
+			// one-round-trip fence): a plain Set.
+			{"set-separate-fence", graveler.Config{SeparateFenceRead: true}, func(p *pauseFixture) func(kvtest.Op) bool {
+				return stagedWrite(p.branch("main").StagingToken, "w")
+			}, func(p *pauseFixture) error {
+				return p.g.Set(p.ctx, p.repo, "main", graveler.Key("w"), val("1"), graveler.SetOptions{})
+			}, "1"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				p := newPauseFixture(t, store, tc.cfg)
+				p.set("main", "w", "0")
+				p.commit("main", "base")
+				p.set("main", "other", "1")
+				hold, done := p.heldAsync(kvtest.After, tc.match(p), func() error { return tc.write(p) })
+				if tc.w == "" {
+					p.wantMissing("main", "w")
+				} else {
+					p.want("main", "w", tc.w)
+				}
+				p.sealedAndOverwritten("w")
+				p.release(hold, done)
+				p.want("main", "w", "2")
 			})
-			p.want("main", "w", "1")
-			p.sealedAndOverwritten("w")
-			p.release(hold, done)
-			p.want("main", "w", "2")
-		})
+		}
 		// Part of a batch applied before the seal, part was refused by it:
 		// only the refused part goes to the next token.
 		t.Run("set-batch-part", func(t *testing.T) {
@@ -91,19 +106,6 @@ func TestRetiredWriteNotRepeated(t *testing.T) {
 			p.commit("main", "next")
 			p.want("main@", "a", "2")
 			p.want("main@", "b", "1")
-		})
-		// The writer's fence read apart from the write (no one-round-trip
-		// fence): a plain Set.
-		t.Run("set-separate-fence", func(t *testing.T) {
-			p := newPauseFixture(t, store, graveler.Config{SeparateFenceRead: true})
-			p.set("main", "other", "1")
-			st := p.branch("main").StagingToken
-			hold, done := p.heldAsync(kvtest.After, stagedWrite(st, "w"), func() error {
-				return p.g.Set(p.ctx, p.repo, "main", graveler.Key("w"), val("1"), graveler.SetOptions{})
-			})
-			p.sealedAndOverwritten("w")
-			p.release(hold, done)
-			p.want("main", "w", "2")
 		})
 		// A reset's drop applied before the seal: the commit read the
 		// token without the value, so the reset is done; overrides now
