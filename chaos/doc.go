@@ -80,13 +80,13 @@
 //     kv.Store contract, including its relaxation that an ambiguous
 //     DeleteIf whose version another deletion ended reports success.
 //   - TestLinearizableBranch: staged puts (alone and as one-entry
-//     batches, whose fence is read apart from the write), gets, deletes
-//     and deletes by prefix of a few keys of one branch, and commits,
-//     over gRPC through two gravelerd replicas. The model is the branch's
-//     visible value and head value per key: a commit (placed where it
-//     seals) keeps what is visible, and fails with NO_CHANGES only if
-//     nothing differs from the head. Resets are not in it (see
-//     lin_branch_test.go).
+//     batches, whose fence is read apart from the write), gets, deletes,
+//     deletes by prefix and resets (of the key or of it as a prefix) of a
+//     few keys of one branch, and commits, over gRPC through two
+//     gravelerd replicas. The model is the branch's visible value and
+//     head value per key: a commit (placed where it seals) keeps what is
+//     visible, and fails with NO_CHANGES only if nothing differs from the
+//     head; a reset shows the head again.
 //
 // A violation is reported at once with the time the history became
 // illegal (the shortest illegal prefix, by bisection) and the operations

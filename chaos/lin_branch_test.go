@@ -19,11 +19,8 @@ import (
 )
 
 // brIn is one call on a branch: put (alone or as a one-entry batch), get,
-// delete or delete by prefix of a key (values unique per put), or commit
-// (no key: it belongs to every key's history). Resets are left out: a
-// reset that overlaps a commit of the key's staged value stages an
-// override that a later reset discards (docs/correctness.md, "What is
-// left"), which this model does not describe.
+// delete, reset or delete by prefix of a key (values unique per put), or
+// commit (no key: it belongs to every key's history).
 type brIn struct {
 	Op    string
 	Key   string
@@ -63,6 +60,12 @@ var branchModel = linModel{
 				// A range tombstone over the key: no read, always ok.
 				st.Vis = ""
 				return true, st
+			case "reset":
+				// Discards what is staged: the key shows its head again.
+				// A commit in flight that the reset overlaps is placed
+				// after it, where it seals what the reset left.
+				st.Vis = st.Com
+				return true, st
 			case "delete":
 				// Delete reads the key and then stages a tombstone: a
 				// NOT_FOUND answer comes from the read; a success may
@@ -88,7 +91,7 @@ var branchModel = linModel{
 				return fmt.Sprintf("get(%s) -> %s", in.Key, orAbsent(out.Value))
 			case "put", "batchput":
 				return fmt.Sprintf("%s(%s, %s) -> %s", in.Op, in.Key, in.Value, out.Res)
-			case "delete", "delprefix":
+			case "delete", "delprefix", "reset":
 				return fmt.Sprintf("%s(%s) -> %s", in.Op, in.Key, out.Res)
 			default:
 				return fmt.Sprintf("commit -> %s", out.Res)
@@ -176,9 +179,18 @@ func (c *brClient) run(ctx context.Context, keys []string, p *pacer) {
 		case op < 80:
 			in = brIn{Op: "delete", Key: key}
 			_, err = c.c.DeleteEntry(cctx, &pb.DeleteEntryRequest{Branch: branch, Key: []byte(key)})
-		case op < 90 && alone(key):
+		case op < 85 && alone(key):
 			in = brIn{Op: "delprefix", Key: key}
 			_, err = c.c.DeletePrefix(cctx, &pb.DeletePrefixRequest{Branch: branch, Prefix: []byte(key)})
+		case op < 90:
+			// Of a key alone, a prefix reset is a reset of the key taken
+			// by the other path (one reset range).
+			in = brIn{Op: "reset", Key: key}
+			scope := pb.ResetScope_RESET_SCOPE_KEY
+			if alone(key) && c.rng.IntN(2) == 0 {
+				scope = pb.ResetScope_RESET_SCOPE_PREFIX
+			}
+			_, err = c.c.Reset(cctx, &pb.ResetRequest{Branch: branch, Scope: scope, Key: []byte(key)})
 		default:
 			in = brIn{Op: "commit"}
 			_, err = c.c.Commit(cctx, &pb.CommitRequest{Branch: branch, Options: &pb.CommitOptions{Message: fmt.Sprintf("lin c%d-%d", c.id, c.seq), Committer: "lin"}})

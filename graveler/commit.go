@@ -114,7 +114,7 @@ func (g *Graveler) commit(ctx context.Context, repo *RepositoryRecord, branch Br
 		}
 		absorb = false
 		toks = tokens(cur)
-		return &Branch{CommitID: cur.CommitID, StagingToken: g.refs.NewStagingToken(repo.RepositoryID), SealedTokens: toks}, nil
+		return &Branch{CommitID: cur.CommitID, StagingToken: g.refs.NewStagingToken(repo.RepositoryID), SealedTokens: toks, OverrideTokens: cur.OverrideTokens}, nil
 	})
 	if err != nil {
 		return "", false, err
@@ -165,6 +165,7 @@ func (g *Graveler) commit(ctx context.Context, repo *RepositoryRecord, branch Br
 			}
 			nb := cloneBranch(cur)
 			nb.SealedTokens = nb.SealedTokens[:n-len(toks)]
+			nb.OverrideTokens = liveOverrides(nb)
 			if !noChanges {
 				nb.CommitID, nb.Change = id, ChangeCommit
 			}
@@ -262,8 +263,12 @@ func (g *Graveler) Reset(ctx context.Context, repoID RepositoryID, branch Branch
 	case ResetTypeAll:
 		var old []StagingToken
 		err := g.refs.BranchUpdate(ctx, repo, branch, func(cur *Branch) (*Branch, error) {
-			old = tokens(cur)
-			return &Branch{CommitID: cur.CommitID, StagingToken: g.refs.NewStagingToken(repoID), Change: ChangeReset}, nil
+			// Override tokens stay: they correct the head under changes
+			// that earlier resets discarded, and hold no change of their
+			// own to discard.
+			keep := liveOverrides(cur)
+			old = changeTokens(cur)
+			return &Branch{CommitID: cur.CommitID, StagingToken: g.refs.NewStagingToken(repoID), SealedTokens: keep, OverrideTokens: keep, Change: ChangeReset}, nil
 		})
 		if err != nil {
 			return err
@@ -285,263 +290,307 @@ func (g *Graveler) Reset(ctx context.Context, repoID RepositoryID, branch Branch
 	return fmt.Errorf("%w: reset type %d", ErrInvalidArgument, typ)
 }
 
-// resetScope is what a partial reset discards: one key, or every key
-// under a prefix.
+// resetScope is what a partial reset discards: one key, every key under
+// a prefix, or (only, when not nil) exactly the keys listed.
 type resetScope struct {
 	key    Key
 	prefix bool
+	only   []Key
+}
+
+// covers reports whether a range tombstone of prefix p reaches into sc.
+func (sc resetScope) covers(p Key) bool {
+	if sc.only != nil {
+		return slices.ContainsFunc(sc.only, func(k Key) bool { return bytes.HasPrefix(k, p) })
+	}
+	return bytes.HasPrefix(sc.key, p) || sc.prefix && bytes.HasPrefix(p, sc.key)
+}
+
+// keys returns the keys sc names one by one: the key, or the list.
+func (sc resetScope) keys() []Key {
+	if sc.only != nil {
+		return sc.only
+	}
+	return []Key{sc.key}
 }
 
 // resetStaged discards what a branch stages for one key or a prefix, as
 // durably as a delete: once it returns, reads of the branch never show a
 // discarded value again, also when a commit that had already read the
 // value lands afterwards. It drops entries only from a staging token no
-// commit had sealed when it looked, and when one sealed it meanwhile it
-// stages overrides instead of touching the tokens a commit may have read:
+// commit had sealed when it looked; when one had, it publishes an override
+// token instead of touching the tokens a commit may be reading:
 //
-//  1. Read the branch fresh, read what its tokens stage in scope (the
-//     discarded values), then re-read it. If a token read has left the
-//     branch meanwhile, it may have been dropped mid-read: nothing was
-//     changed yet, so start again from the branch just read.
-//  2. Nothing staged: done. H0, the head of that second read, is the tree
-//     without the discarded values: every token read was still on the
-//     branch, so no commit had applied any of them.
-//  3. Fast path, when the branch has no sealed token (no commit in
-//     flight): drop the scope from the staging token st (a prefix by one
-//     reset range, RangeStager.ResetPrefix, a single write whatever the
-//     number of keys; key by key where st cannot take one), then re-read
-//     the branch. If st is still its staging token, no commit sealed st
-//     meanwhile (tokens are never reused), so none read the values: done.
-//     The branch stays clean when nothing else is staged.
-//  4. Otherwise (sealed tokens present in step 1, or st sealed during the
-//     drop) a commit may have read the discarded values and may land them
-//     in the head later. Then, for every key found in step 1, write into
-//     the current staging token an override: the key's value in H, the
-//     branch's current head, or a tombstone if H lacks it. Staged on top
-//     of every older token and of the head, the override is what reads
-//     see, before and after that commit lands, and what the next commit
-//     applies. Keys found in step 1 are kept across rounds: a commit that
-//     landed meanwhile consumed their tokens, but its tree may hold their
-//     discarded values.
-//  5. If H holds a key's discarded value (one of the values found in
-//     step 1, matched by identity; absent for a discarded tombstone), a
-//     commit landed it: the override is the key's value in H0 instead,
-//     the tree without it. Any other value in H came from a change the
-//     reset does not discard (a merge, a write concurrent with the reset
-//     that a commit took), and is kept.
-//  6. The overrides go through the writer's path (stageFenced, or
-//     SetBatch then recheck). Those written while their token was the
-//     staging token, or before the update that retired it (its seal
-//     marker shows it: the commit that sealed it carries them), stand
-//     and are never written again, which would undo writes of their keys
-//     acknowledged since; those the token refused are computed again
-//     from the branch the fence read and go to its token. When the token
-//     is still current but the head moved, a new head may change step
-//     5's choice, and every override is computed again from it and
-//     written once more. At most Config.FenceRetries rounds
-//     (ErrTooManyRetries).
+//  1. Read the branch fresh, read what its change tokens (all but its
+//     override tokens) stage in scope, then read it again, H0. If a token
+//     read has left the branch meanwhile, it may have been dropped
+//     mid-read: nothing was changed yet, so start again.
+//  2. Nothing staged: done. A range tombstone (DeletePrefix) reaching
+//     into the scope is a discarded delete of every key it covers there
+//     in the base (H0's override tokens over its head), so those keys
+//     count as staged.
+//  3. Fast path, when no sealed token stages changes (no commit in
+//     flight) and H0 still names the staging token st read in step 1:
+//     drop the scope from st (a prefix by one reset range,
+//     RangeStager.ResetPrefix, a single write whatever the number of
+//     keys; key by key where st cannot take one), then read the branch
+//     again. If st is still its staging token, no commit sealed st
+//     meanwhile (tokens are never reused), so none read the values:
+//     done. If st was retired after the drop applied, its seal marker
+//     shows the drop came first and whoever sealed it read it so: done.
+//     If st refused the drop (sealed meanwhile), start again: the next
+//     round finds st sealed and takes step 4. A drop done key by key may
+//     be refused part way: the keys st took are done (the commit reads
+//     them reset, and discarding them again would discard writes
+//     acknowledged since), and the next round takes only the others.
+//  4. Otherwise a commit may be reading the discarded values and may land
+//     them in the head. Write a fresh token R with, for every key found,
+//     its value in the base of H0 (a tombstone where the base lacks it),
+//     and publish it in one compare-and-swap of the branch that expects
+//     H0 exactly: R becomes the newest sealed token, an override token,
+//     above every token read, and the staging token is sealed behind a
+//     new one so that writes acknowledged after the reset stay above R.
+//     Reads see R's values before and after the commit in flight lands,
+//     and the next commit applies R over it. If the branch moved, R is
+//     dropped and the reset starts again: a commit that landed meanwhile
+//     made the values it carried committed, no longer staged, so the
+//     reset no longer discards them.
 //
-// Overrides are staged entries: until the next commit they make the
-// branch dirty (merge refuses it), though they change nothing against the
-// head. A reset of everything (ResetTypeAll, ResetHard with Force) that
-// follows discards them with everything staged, as it would a delete.
-// A write into the scope that is concurrent with the reset may be kept or
-// discarded, and readers see one or the other throughout: step 3's drop,
-// like any staged write, does not apply to a token a commit has sealed
-// (the commit then carries the write, and the overrides decide). A range
-// tombstone (DeletePrefix) reaching into
-// the scope is a discarded delete of every key of H0 it covers there:
-// those keys join the ones found in step 1, and the reset takes steps 4 to
-// 6 (dropping entries cannot undo it), so a reset of a key or a prefix
-// under a deleted prefix stages one override per such key.
-// The keys found in step 1 are held in memory:
-// a prefix reset costs memory in the number of keys staged under the
-// prefix, and with a commit in flight one write per key.
+// An override token is not a change: a later reset reads past it, takes
+// its values as the base, and a reset of everything keeps it. A write
+// into the scope that is concurrent with the reset may be kept or
+// discarded, and readers see one or the other throughout. A prefix reset
+// done key by key (the token's range record is full, or a delete range
+// was staged into the scope since step 1) is not atomic across keys: a
+// commit that seals the token part way lands the keys not yet reset when
+// it finishes before the next round reads the branch. At most
+// Config.FenceRetries rounds (then ErrTooManyRetries); with more than
+// Config.MaxSealedTokens-2 sealed tokens, step 4 is refused with
+// ErrTooManyRetries rather than add two more. The keys found are
+// held in memory: a prefix reset costs memory in the number of keys staged
+// under the prefix, and with a commit in flight one record per key in R.
 func (g *Graveler) resetStaged(ctx context.Context, repo *RepositoryRecord, branch BranchID, sc resetScope) error {
-	b, err := g.refs.GetBranch(ctx, repo, branch)
-	if err != nil {
-		return err
-	}
-	attempt := 0
-	retry := func() error {
-		resetRetries.Inc()
-		if attempt++; attempt > g.cfg.FenceRetries {
-			return g.fenceExhausted(repo, branch)
-		}
-		return nil
-	}
-	// Steps 1 and 2.
-	var found map[string][]*Value
-	var rng []Key
-	var h0 *Branch
-	for {
-		if found, rng, err = g.stagedIn(ctx, tokens(b), sc); err != nil {
-			return err
-		}
-		if h0, err = g.refs.GetBranch(ctx, repo, branch); err != nil {
-			return err
-		}
-		if tokensStillHeld(b, h0) {
-			break
-		}
-		if err := retry(); err != nil {
-			return err
-		}
-		b = h0
-	}
-	if len(rng) > 0 {
-		// Range tombstones delete keys in scope that no token stages: each
-		// such key of H0 is a discarded delete, overridden like one.
-		if err := g.rangeDeletedIn(ctx, repo, h0.CommitID, sc, rng, found); err != nil {
-			return err
-		}
-	}
-	if len(found) == 0 {
-		return nil
-	}
-	// Step 3: b is the branch whose tokens were read, h0 the one read
-	// after them. Dropping entries cannot undo a range tombstone.
-	if len(b.SealedTokens) == 0 && h0.StagingToken == b.StagingToken && len(rng) == 0 {
-		st := b.StagingToken
-		perKey := false // reset record by record: a seal may refuse part of it
-		switch {
-		case !sc.prefix:
-			err = g.staging.DropKey(ctx, st, sc.key)
-		case g.ranger != nil:
-			// One record write hides the whole scope. Where the token
-			// cannot take it (a range tombstone staged into the scope
-			// since step 1, the token's limit), entries are dropped as
-			// without one: what follows decides as it does after any
-			// drop. A token sealed since step 1 takes neither (a commit
-			// may be reading it): the re-read below finds the new token
-			// and the overrides of steps 4 to 6 do the reset.
-			err = g.ranger.ResetPrefix(ctx, st, sc.key)
-			switch {
-			case errors.Is(err, ErrRangeInScope), errors.Is(err, ErrTooManyRangeTombstones):
-				perKey = true
-				err = g.staging.DropByPrefix(ctx, st, sc.key)
-			}
-		default:
-			perKey = true
-			err = g.staging.DropByPrefix(ctx, st, sc.key)
-		}
-		sealed := errors.Is(err, ErrStagingTokenSealed)
-		if sealed {
-			// A commit sealed the token since step 1 and may be reading
-			// it: nothing was dropped after the seal (a prefix may be
-			// dropped in part before it, which the commit then reads).
-			// The re-read below finds the new token, and the overrides of
-			// steps 4 to 6 do the reset.
-			err = nil
-		}
-		if err != nil {
-			return err
-		}
-		dropped := !sealed
-		if b, err = g.refs.GetBranch(ctx, repo, branch); err != nil {
-			return err
-		}
-		if b.StagingToken == st {
-			return nil
-		}
-		if sealed && perKey {
-			// Reset key by key, the token may have taken part of the
-			// reset before the seal refused the rest: the commit that
-			// sealed it read those keys reset, and only the others need
-			// overrides (one for a key reset already would undo writes
-			// of it acknowledged since).
-			if err := g.keepUnreset(ctx, repo, branch, st, found); err != nil || len(found) == 0 {
-				return err
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			resetRetries.Inc()
+			if attempt > g.cfg.FenceRetries {
+				return g.fenceExhausted(repo, branch)
 			}
 		}
-		if dropped {
-			// The drop applied, then st was retired: when its marker
-			// shows the drop came first, the commit that sealed st read
-			// it without the discarded values, and overrides now would
-			// undo writes acknowledged since.
-			again, err := g.writeAgain(ctx, repo, branch, st, b)
-			if err != nil || !again {
-				return err
-			}
-		}
-	} else {
-		b = h0
-	}
-	// Steps 4 to 6.
-	keys := slices.Sorted(maps.Keys(found))
-	base, err := g.valuesAt(ctx, repo, h0.CommitID, keys)
-	if err != nil {
-		return err
-	}
-	baseOf := make(map[string]*Value, len(keys))
-	for i, k := range keys {
-		baseOf[k] = base[i]
-	}
-	for {
-		head, err := g.valuesAt(ctx, repo, b.CommitID, keys)
-		if err != nil {
+		done, next, err := g.resetRound(ctx, repo, branch, sc)
+		if done || err != nil {
 			return err
 		}
-		recs := make([]*ValueRecord, 0, len(keys))
-		for i, k := range keys {
-			v := head[i]
-			if discarded(found[k], v) {
-				v = baseOf[k]
-			}
-			recs = append(recs, &ValueRecord{Key: Key(k), Value: v})
-		}
-		cur, rest, err := g.stageOverrides(ctx, repo, branch, b.StagingToken, recs)
-		if err != nil {
-			return err
-		}
-		g.cache.put(repo, branch, cur)
-		if len(rest) == 0 && cur.StagingToken == b.StagingToken && cur.CommitID != b.CommitID {
-			// Written into the token still current, but the head moved
-			// meanwhile (a commit of a token the reset did not read, a
-			// merge, a reset hard): step 5's choice may differ on the new
-			// head, so the overrides are computed again from it.
-			rest = recs
-		}
-		if len(rest) == 0 {
-			return nil
-		}
-		if err := retry(); err != nil {
-			return err
-		}
-		keys = keys[:0]
-		for _, r := range rest {
-			keys = append(keys, string(r.Key))
-		}
-		b = cur
+		sc = next
 	}
 }
 
-// keepUnreset removes from found the keys that st, a token a commit
-// sealed during a reset's drop, holds reset records for. Every key of
-// found was staged in st when the reset read it, so such a record was
-// written since, before the seal. A token whose marker is gone was
-// dropped meanwhile, and which of its keys were reset cannot be told:
-// ErrAmbiguous.
-func (g *Graveler) keepUnreset(ctx context.Context, repo *RepositoryRecord, branch BranchID, st StagingToken, found map[string][]*Value) error {
+// resetRound is one round of resetStaged; done is false when the branch
+// moved under it and the reset has to start again, over next.
+func (g *Graveler) resetRound(ctx context.Context, repo *RepositoryRecord, branch BranchID, sc resetScope) (done bool, next resetScope, err error) {
+	next = sc
+	// Step 1.
+	b, err := g.refs.GetBranch(ctx, repo, branch)
+	if err != nil {
+		return false, next, err
+	}
+	found, rng, err := g.stagedIn(ctx, changeTokens(b), sc)
+	if err != nil {
+		return false, next, err
+	}
+	h0, err := g.refs.GetBranch(ctx, repo, branch)
+	if err != nil {
+		return false, next, err
+	}
+	if !tokensStillHeld(b, h0) {
+		return false, next, nil
+	}
+	// Step 2.
+	if len(rng) > 0 {
+		if err := g.rangeDeletedIn(ctx, repo, h0, sc, rng, found); err != nil {
+			return false, next, err
+		}
+	}
+	if len(found) == 0 {
+		return true, next, nil
+	}
+	if sealedChanges(b) || h0.StagingToken != b.StagingToken || len(rng) > 0 {
+		// Step 4. Overrides are computed on H0, which holds every token
+		// read: the branch must not change before they are published.
+		done, err := g.publishOverrides(ctx, repo, branch, h0, found)
+		return done, next, err
+	}
+	// Step 3. Dropping entries cannot undo a range tombstone (len(rng)
+	// is 0 here).
+	st := b.StagingToken
+	perKey := false // reset record by record: a seal may refuse part of it
+	switch {
+	case !sc.prefix:
+		perKey = len(sc.keys()) > 1
+		for _, k := range sc.keys() {
+			if err = g.staging.DropKey(ctx, st, k); err != nil {
+				break
+			}
+		}
+	case g.ranger != nil:
+		// One record write hides the whole scope. Where the token cannot
+		// take it (a range tombstone staged into the scope since step 1,
+		// the token's limit), entries are dropped as without one.
+		err = g.ranger.ResetPrefix(ctx, st, sc.key)
+		if errors.Is(err, ErrRangeInScope) || errors.Is(err, ErrTooManyRangeTombstones) {
+			perKey = true
+			err = g.staging.DropByPrefix(ctx, st, sc.key)
+		}
+	default:
+		perKey = true
+		err = g.staging.DropByPrefix(ctx, st, sc.key)
+	}
+	if errors.Is(err, ErrStagingTokenSealed) {
+		// Sealed since step 1, a commit may be reading st: nothing was
+		// dropped after the seal, and the next round finds st sealed.
+		// Reset key by key, st may have taken part of the reset before
+		// the seal: the keys it took are done (the commit reads them
+		// reset, and discarding them again would discard writes
+		// acknowledged since), and the next round takes only the rest.
+		if perKey {
+			rest, err := g.unreset(ctx, repo, branch, st, found)
+			if err != nil || len(rest) == 0 {
+				return err == nil, next, err
+			}
+			next = resetScope{only: rest}
+		}
+		return false, next, nil
+	}
+	if err != nil {
+		return false, next, err
+	}
+	cur, err := g.refs.GetBranch(ctx, repo, branch)
+	if err != nil {
+		return false, next, err
+	}
+	if cur.StagingToken == st {
+		return true, next, nil
+	}
+	// The drop applied, then st was retired: when its marker shows the
+	// drop came first, whoever sealed st read it without the discarded
+	// values. A token retired without a marker and still on the branch
+	// was sealed by a release that writes none: go again.
+	again, err := g.writeAgain(ctx, repo, branch, st, cur)
+	return !again && err == nil, next, err
+}
+
+// unreset returns the keys of found that st, a token a commit sealed
+// during a reset's drop, holds no reset record for. Every key of found was
+// staged in st or an older token when the reset read it, and a reset
+// record in st was written since, before the seal. A token whose marker
+// is gone was dropped meanwhile, and which of its keys were reset cannot
+// be told: ErrAmbiguous.
+func (g *Graveler) unreset(ctx context.Context, repo *RepositoryRecord, branch BranchID, st StagingToken, found map[string][]*Value) ([]Key, error) {
 	ks := make([]Key, 0, len(found))
-	for k := range found {
+	for _, k := range slices.Sorted(maps.Keys(found)) {
 		ks = append(ks, Key(k))
 	}
 	reset, sealed, err := g.staging.ResetIn(ctx, st, ks)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if !sealed {
 		writesUnknown.Inc()
-		return fmt.Errorf("reset on branch %s of repository %s: its staging token %s was retired and dropped while the reset was in flight: %w",
+		return nil, fmt.Errorf("reset on branch %s of repository %s: its staging token %s was retired and dropped while the reset was in flight: %w",
 			branch, repo.RepositoryID, st, ErrAmbiguous)
 	}
+	rest := []Key{}
 	for i, k := range ks {
-		if reset[i] {
-			delete(found, string(k))
+		if !reset[i] {
+			rest = append(rest, k)
 		}
 	}
-	return nil
+	return rest, nil
+}
+
+// publishOverrides is step 4 of resetStaged: it writes the override token
+// for the keys of found on h0 and publishes it if the branch is still h0
+// (done false otherwise, R dropped).
+func (g *Graveler) publishOverrides(ctx context.Context, repo *RepositoryRecord, branch BranchID, h0 *Branch, found map[string][]*Value) (bool, error) {
+	if len(h0.SealedTokens)+2 > g.cfg.MaxSealedTokens {
+		// R and the staging token it seals join the sealed tokens;
+		// past the bound every read pays for them.
+		return false, fmt.Errorf("reset on branch %s of repository %s: the branch holds %d sealed tokens of commits in flight (at most %d): retry when they finish: %w",
+			branch, repo.RepositoryID, len(h0.SealedTokens), g.cfg.MaxSealedTokens, ErrTooManyRetries)
+	}
+	keys := slices.Sorted(maps.Keys(found))
+	base, err := g.baseValues(ctx, repo, h0, keys)
+	if err != nil {
+		return false, err
+	}
+	recs := make([]*ValueRecord, len(keys))
+	for i, k := range keys {
+		recs[i] = &ValueRecord{Key: Key(k), Value: base[i]}
+	}
+	r := g.refs.NewStagingToken(repo.RepositoryID)
+	if err := g.staging.SetBatch(ctx, r, recs); err != nil {
+		// No branch names r: the cleaner's sweep reclaims what was written.
+		return false, err
+	}
+	var published *Branch
+	err = g.refs.BranchUpdate(ctx, repo, branch, func(cur *Branch) (*Branch, error) {
+		if !sameBranch(cur, h0) {
+			return nil, errHeadMoved
+		}
+		nb := cloneBranch(cur)
+		nb.StagingToken = g.refs.NewStagingToken(repo.RepositoryID)
+		nb.SealedTokens = append([]StagingToken{r}, tokens(cur)...)
+		nb.OverrideTokens = append([]StagingToken{r}, liveOverrides(cur)...)
+		published = nb
+		return nb, nil
+	})
+	if errors.Is(err, errHeadMoved) {
+		g.dropTokens(ctx, []StagingToken{r})
+		return false, nil
+	}
+	if err != nil {
+		// r may be published (an ambiguous write): it stays for the
+		// cleaner's sweep to judge.
+		g.cache.forget(repo, branch)
+		return false, err
+	}
+	resetOverrideTokens.Inc()
+	g.cache.put(repo, branch, published)
+	return true, nil
+}
+
+// baseValues returns the values of keys under b's change tokens: in its
+// override tokens, newest first, then in its head (nil: absent there, or a
+// tombstone).
+func (g *Graveler) baseValues(ctx context.Context, repo *RepositoryRecord, b *Branch, keys []string) ([]*Value, error) {
+	c, err := g.refs.GetCommit(ctx, repo, b.CommitID)
+	if err != nil {
+		return nil, err
+	}
+	overrides := liveOverrides(b)
+	out := make([]*Value, len(keys))
+	for i, k := range keys {
+		v, found, err := firstStaged(repo, Key(k), overrides, func(_ int, st StagingToken) (*Value, error) {
+			return g.staging.Get(ctx, st, Key(k))
+		})
+		switch {
+		case found && errors.Is(err, ErrEntryNotFound):
+			continue // an override tombstone
+		case err != nil:
+			return nil, err
+		case found:
+			out[i] = v
+			continue
+		}
+		v, err = g.committed.Get(ctx, repo.StorageNamespace, c.MetaRangeID, Key(k))
+		switch {
+		case err == nil:
+			out[i] = v
+		case !errors.Is(err, ErrNotFound):
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // stagedIn returns what toks stage in scope: for each key, the values
@@ -556,18 +605,20 @@ func (g *Graveler) stagedIn(ctx context.Context, toks []StagingToken, sc resetSc
 			return nil, nil, err
 		}
 		for _, p := range ranges[0] {
-			if bytes.HasPrefix(sc.key, p) || sc.prefix && bytes.HasPrefix(p, sc.key) {
+			if sc.covers(p) {
 				rng = append(rng, p)
 			}
 		}
 		if !sc.prefix {
 			its[0].Close()
-			v, err := g.staging.Get(ctx, st, sc.key)
-			switch {
-			case err == nil:
-				found[string(sc.key)] = append(found[string(sc.key)], cloneValue(v))
-			case !errors.Is(err, ErrNotFound):
-				return nil, nil, err
+			for _, k := range sc.keys() {
+				v, err := g.staging.Get(ctx, st, k)
+				switch {
+				case err == nil:
+					found[string(k)] = append(found[string(k)], cloneValue(v))
+				case !errors.Is(err, ErrNotFound):
+					return nil, nil, err
+				}
 			}
 			continue
 		}
@@ -589,27 +640,44 @@ func (g *Graveler) stagedIn(ctx context.Context, toks []StagingToken, sc resetSc
 	return found, rng, nil
 }
 
-// rangeDeletedIn adds to found a discarded tombstone for every key in
-// scope that the tree of commit id holds under one of rng.
-func (g *Graveler) rangeDeletedIn(ctx context.Context, repo *RepositoryRecord, id CommitID, sc resetScope, rng []Key, found map[string][]*Value) error {
-	c, err := g.refs.GetCommit(ctx, repo, id)
-	if err != nil {
-		return err
-	}
+// rangeDeletedIn adds to found every key in scope that the base of b (its
+// override tokens over its head) holds under one of rng: a discarded
+// delete.
+func (g *Graveler) rangeDeletedIn(ctx context.Context, repo *RepositoryRecord, b *Branch, sc resetScope, rng []Key, found map[string][]*Value) error {
 	if !sc.prefix {
-		_, err := g.committed.Get(ctx, repo.StorageNamespace, c.MetaRangeID, sc.key)
-		switch {
-		case err == nil:
-			found[string(sc.key)] = append(found[string(sc.key)], nil)
-		case !errors.Is(err, ErrNotFound):
+		var ks []string
+		for _, k := range sc.keys() {
+			if _, ok := covering(rng, k); ok {
+				ks = append(ks, string(k))
+			}
+		}
+		v, err := g.baseValues(ctx, repo, b, ks)
+		if err != nil {
 			return err
+		}
+		for i, k := range ks {
+			if v[i] != nil {
+				found[k] = append(found[k], nil)
+			}
 		}
 		return nil
 	}
-	it, err := g.committed.List(ctx, repo.StorageNamespace, c.MetaRangeID)
+	c, err := g.refs.GetCommit(ctx, repo, b.CommitID)
 	if err != nil {
 		return err
 	}
+	its, _, err := g.tokenIterators(ctx, liveOverrides(b))
+	if err != nil {
+		return err
+	}
+	cit, err := g.committed.List(ctx, repo.StorageNamespace, c.MetaRangeID)
+	if err != nil {
+		for _, it := range its {
+			it.Close()
+		}
+		return err
+	}
+	it := newCombinedIterator(true, append(its, cit)...)
 	defer it.Close()
 	it.SeekGE(sc.key)
 	for it.Next() {
@@ -622,90 +690,6 @@ func (g *Graveler) rangeDeletedIn(ctx context.Context, repo *RepositoryRecord, i
 		}
 	}
 	return it.Err()
-}
-
-// valuesAt returns the values of keys in a commit's tree (nil: absent).
-func (g *Graveler) valuesAt(ctx context.Context, repo *RepositoryRecord, id CommitID, keys []string) ([]*Value, error) {
-	c, err := g.refs.GetCommit(ctx, repo, id)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*Value, len(keys))
-	for i, k := range keys {
-		v, err := g.committed.Get(ctx, repo.StorageNamespace, c.MetaRangeID, Key(k))
-		switch {
-		case err == nil:
-			out[i] = v
-		case !errors.Is(err, ErrNotFound):
-			return nil, err
-		}
-	}
-	return out, nil
-}
-
-// discarded reports whether v, a key's value in a head (nil: absent), is
-// one of the values a reset discarded for it (nil: a tombstone).
-func discarded(values []*Value, v *Value) bool {
-	return slices.ContainsFunc(values, func(d *Value) bool {
-		if d == nil || v == nil {
-			return d == nil && v == nil
-		}
-		return bytes.Equal(d.Identity, v.Identity)
-	})
-}
-
-// stageOverrides writes a reset's overrides into st through the writer's
-// path. It returns the branch its fence read and the overrides that still
-// have to be written into that branch's token: none when every override
-// stands (written into st while st was the staging token, or before the
-// update that retired it, which its seal marker shows: the commit that
-// sealed st carries them); those st refused otherwise. An override that
-// stands is never written again, which would undo writes of its key
-// acknowledged since.
-func (g *Graveler) stageOverrides(ctx context.Context, repo *RepositoryRecord, branch BranchID, st StagingToken, recs []*ValueRecord) (*Branch, []*ValueRecord, error) {
-	if len(recs) == 1 {
-		if fenced := g.stageFenced(ctx, repo, branch, recs[0].Key, recs[0].Value); fenced != nil {
-			r, cur, err := fenced(st)
-			sealed := errors.Is(err, ErrStagingTokenSealed) && cur != nil
-			if err != nil && !sealed {
-				g.repos.forget(repo.RepositoryID)
-				return nil, nil, err
-			}
-			g.repos.put(r)
-			switch {
-			case sealed && cur.StagingToken == st:
-				return nil, nil, retiredButNamed(repo, branch, st)
-			case !sealed && cur.StagingToken == st:
-				return cur, nil, nil
-			}
-			// Refused, or written while the branch, read with the
-			// write, named another token: st was retired without a
-			// marker and dropped, or sealed by a release that writes
-			// none, and the override must go again.
-			return cur, recs, nil
-		}
-	}
-	err := g.staging.SetBatch(ctx, st, recs)
-	pe, partly := errors.AsType[*PartlyStagedError](err)
-	if err != nil && !partly {
-		return nil, nil, err
-	}
-	cur, err := g.recheck(ctx, repo, branch)
-	switch {
-	case err != nil:
-		return nil, nil, err
-	case cur.StagingToken == st && partly:
-		return nil, nil, retiredButNamed(repo, branch, st)
-	case cur.StagingToken == st:
-		return cur, nil, nil
-	case partly:
-		return cur, pe.Unapplied, nil
-	}
-	again, err := g.writeAgain(ctx, repo, branch, st, cur)
-	if err != nil || !again {
-		return cur, nil, err
-	}
-	return cur, recs, nil
 }
 
 // ResetHard moves a branch to the commit ref resolves to. Without Force a
@@ -739,7 +723,7 @@ func (g *Graveler) ResetHard(ctx context.Context, repoID RepositoryID, branch Br
 		old = nil
 		if opts.Force {
 			old = tokens(cur)
-			nb.StagingToken, nb.SealedTokens = g.refs.NewStagingToken(repoID), nil
+			nb.StagingToken, nb.SealedTokens, nb.OverrideTokens = g.refs.NewStagingToken(repoID), nil, nil
 		} else if dirty, err := g.isDirty(ctx, cur); err != nil {
 			return nil, err
 		} else if dirty {
@@ -764,6 +748,11 @@ func (g *Graveler) moveHead(ctx context.Context, repo *RepositoryRecord, branch 
 	err := g.refs.BranchUpdate(ctx, repo, branch, func(cur *Branch) (*Branch, error) {
 		if cur.CommitID != expected {
 			return nil, fmt.Errorf("%w: %s of repository %s moved from %s to %s", ErrBranchHeadMoved, branch, repo.RepositoryID, expected, cur.CommitID)
+		}
+		if len(cur.OverrideTokens) > 0 {
+			// A reset since the branch was found clean corrected the
+			// head it found; those corrections would mask the new head.
+			return nil, fmt.Errorf("%w: %s of repository %s (a reset staged corrections of its head meanwhile)", ErrDirtyBranch, branch, repo.RepositoryID)
 		}
 		nb := cloneBranch(cur)
 		nb.CommitID, nb.Change = id, change

@@ -255,6 +255,7 @@ func branchCacheKey(repo *RepositoryRecord, id BranchID) string {
 func cloneBranch(b *Branch) *Branch {
 	c := *b
 	c.SealedTokens = slices.Clone(b.SealedTokens)
+	c.OverrideTokens = slices.Clone(b.OverrideTokens)
 	return &c
 }
 
@@ -641,6 +642,39 @@ func tokensStillHeld(read, cur *Branch) bool {
 // tokens returns a branch's staging tokens, newest first.
 func tokens(b *Branch) []StagingToken {
 	return append([]StagingToken{b.StagingToken}, b.SealedTokens...)
+}
+
+// changeTokens returns the tokens of b that stage changes (all but its
+// override tokens), newest first.
+func changeTokens(b *Branch) []StagingToken {
+	if len(b.OverrideTokens) == 0 {
+		return tokens(b)
+	}
+	out := []StagingToken{b.StagingToken}
+	for _, st := range b.SealedTokens {
+		if !slices.Contains(b.OverrideTokens, st) {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// sealedChanges reports whether b has a sealed token that stages changes:
+// a commit in flight may be reading it.
+func sealedChanges(b *Branch) bool {
+	return len(b.SealedTokens) > len(b.OverrideTokens)
+}
+
+// liveOverrides returns the override tokens of b still among its sealed
+// tokens, in their order there.
+func liveOverrides(b *Branch) []StagingToken {
+	var out []StagingToken
+	for _, st := range b.SealedTokens {
+		if slices.Contains(b.OverrideTokens, st) {
+			out = append(out, st)
+		}
+	}
+	return out
 }
 
 var errFenceRetries = errors.New("branch kept changing while it was read")

@@ -284,39 +284,71 @@ func TestInterleaveResetDropRacesSeal(t *testing.T) {
 	})
 }
 
+// overridePublish matches a reset's publication of its override token:
+// the compare-and-swap of main's record (armed while nothing else writes
+// it, or while a commit is held past its own).
+func (p *pauseFixture) overridePublish() func(kvtest.Op) bool {
+	return p.branchOp("setif", "main")
+}
+
+// queuedHolding reports whether a token queued for the cleaner stages key
+// as value: the override token a reset dropped.
+func (p *pauseFixture) queuedHolding(key, value string) bool {
+	p.t.Helper()
+	st := staging.New(p.inner, staging.Config{})
+	for e, err := range p.inner.Scan(p.ctx, keys.Deleted(), kv.ScanOptions{Start: keys.DeletedToken("")}) {
+		if err != nil {
+			p.t.Fatal(err)
+		}
+		tok, err := keys.ParseDeletedToken(e.Key)
+		if err != nil {
+			break
+		}
+		if v, err := st.Get(p.ctx, graveler.StagingToken(tok), graveler.Key(key)); err == nil && v != nil && string(v.Data) == value {
+			return true
+		}
+	}
+	return false
+}
+
 // TestInterleaveResetOverrideRacesCommit: with a commit in flight, a reset
-// writes an override of the key into the staging token; the commit lands
-// (with the discarded value in its tree) between that write and the
-// reset's fence. The reset must compute again against the new head and
-// still restore the value the key had before the discarded one.
+// writes its override token and is held before publishing it; the commit
+// lands meanwhile, with the discarded value in its tree. The publication
+// must find the branch moved and drop the token: the value is committed
+// now, no longer staged, so the reset, which takes effect after the
+// commit, has nothing left to discard, and the key shows the commit's
+// value (a reset that restored the older one after reads had seen the
+// commit's would not be linearizable).
 func TestInterleaveResetOverrideRacesCommit(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, store kv.Store) {
-		for _, m := range fenceModes {
-			t.Run(m.name, func(t *testing.T) {
-				p := newPauseFixture(t, store, m.cfg)
-				p.stageOverBase("k")
-				hold, commit, _ := p.holdCommit("main")
-				st := p.branch("main").StagingToken
-				reset := func(ctx context.Context) error { return p.reset(ctx, graveler.ResetTypeKey, "k") }
-				err := p.race(stagedWrite(st, "k"), reset, func() {
-					p.release(hold, commit)
-					p.want("main@", "k", "new") // the commit took the value
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
-				p.want("main", "k", "old")
-				p.commit("main", "next")
-				p.want("main@", "k", "old")
-			})
+		p := newPauseFixture(t, store, graveler.Config{})
+		p.stageOverBase("k")
+		hold, commit, _ := p.holdCommit("main")
+		reset := func(ctx context.Context) error { return p.reset(ctx, graveler.ResetTypeKey, "k") }
+		err := p.race(p.overridePublish(), reset, func() {
+			p.release(hold, commit)
+			p.want("main@", "k", "new") // the commit took the value
+			p.want("main", "k", "new")
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.want("main", "k", "new")
+		if b := p.branch("main"); len(b.OverrideTokens) != 0 || len(b.SealedTokens) != 0 {
+			t.Fatalf("branch after the reset: %+v, want no sealed or override token", b)
+		}
+		if !p.queuedHolding("k", "old") {
+			t.Fatal("the unpublished override token was not handed to the cleaner")
 		}
 	})
 }
 
-// TestInterleaveResetGivesUp: a reset whose override write is held, and
-// whose caller gives up meanwhile. Held before the store: the override is
-// never applied, the reset fails, and the commit in flight lands the
-// staged value. Held after: the override is applied, and stays in force.
+// TestInterleaveResetGivesUp: a reset whose override token's publication
+// is held, and whose caller gives up meanwhile. Held before the store:
+// the token is never published, not later either, the reset fails, and
+// the commit in flight lands the staged value. Held after: the token is
+// published, and the discard stays in force through the commit in flight
+// and the next one.
 func TestInterleaveResetGivesUp(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, store kv.Store) {
 		for _, tc := range []struct {
@@ -328,14 +360,16 @@ func TestInterleaveResetGivesUp(t *testing.T) {
 				p := newPauseFixture(t, store, graveler.Config{})
 				p.stageOverBase("k")
 				hold, commit, _ := p.holdCommit("main")
-				st := p.branch("main").StagingToken
 				reset := func(ctx context.Context) error { return p.reset(ctx, graveler.ResetTypeKey, "k") }
-				err := p.giveUp(tc.when, stagedWrite(st, "k"), reset)
+				err := p.giveUp(tc.when, p.overridePublish(), reset)
 				if tc.when == kvtest.Before && err == nil {
-					t.Fatal("a reset whose override was never written succeeded")
+					t.Fatal("a reset whose override token was never published succeeded")
 				}
 				p.release(hold, commit)
 				p.want("main", "k", tc.want)
+				if b := p.branch("main"); (len(b.OverrideTokens) == 1) != (tc.when == kvtest.After) {
+					t.Fatalf("override tokens after the commit: %q", b.OverrideTokens)
+				}
 				if tc.when == kvtest.After {
 					p.commit("main", "next")
 				}
@@ -757,6 +791,32 @@ func TestInterleaveMoveHeadVsCommit(t *testing.T) {
 				p.want("main@", "a", "1")
 			})
 		}
+		// The merge found main clean; before its head update, a write, a
+		// commit of it (held before its own head update) and a reset of
+		// the key with that commit in flight (an override token over the
+		// unmoved head). The merge must not move the head under the
+		// override token: it is refused as over a dirty branch.
+		t.Run("merge/reset-override-meanwhile", func(t *testing.T) {
+			p, c1, devC := setup(t)
+			var hold *kvtest.PausePoint
+			var commit <-chan error
+			err := p.race(p.branchOp("setif", "main"), func(ctx context.Context) error {
+				_, err := ops[0].run(ctx, p, c1, devC)
+				return err
+			}, func() {
+				p.set("main", "k", "new")
+				hold, commit, _ = p.holdCommit("main")
+				if err := p.reset(p.ctx, graveler.ResetTypeKey, "k"); err != nil {
+					t.Fatal(err)
+				}
+			})
+			if !errors.Is(err, graveler.ErrDirtyBranch) {
+				t.Fatalf("merge over an override token: %v, want ErrDirtyBranch", err)
+			}
+			p.release(hold, commit)
+			p.wantMissing("main", "k")
+			p.wantMissing("main", "d")
+		})
 		for _, tc := range []struct {
 			name    string
 			when    kvtest.When
@@ -995,4 +1055,76 @@ func TestInterleaveTwoReplicasAbandonedWrite(t *testing.T) {
 	r2.commit("main", "after the race")
 	r1.want("main@", "k", "v2")
 	r2.want("main", "k", "v2")
+}
+
+// TestLaterResetKeepsOverride: a reset with a commit in flight publishes
+// an override token, and the commit then lands the discarded value in the
+// head. Whatever follows (a reset of the key, of its prefix or of
+// everything, a write then a reset, a delete of the prefix then a reset, a
+// reset while the next commit is in flight), the discarded value must not
+// show again: the override token corrects the head, it is not a change a
+// later reset discards. The next commit carries it into the head.
+func TestLaterResetKeepsOverride(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, store kv.Store) {
+		for _, tc := range []struct {
+			name string
+			then func(p *pauseFixture) error
+		}{
+			{"reset-key", func(p *pauseFixture) error { return p.reset(p.ctx, graveler.ResetTypeKey, "k") }},
+			{"reset-prefix", func(p *pauseFixture) error { return p.reset(p.ctx, graveler.ResetTypePrefix, "k") }},
+			{"reset-all", func(p *pauseFixture) error { return p.reset(p.ctx, graveler.ResetTypeAll, "") }},
+			{"write-then-reset-key", func(p *pauseFixture) error {
+				p.set("main", "k", "x")
+				return p.reset(p.ctx, graveler.ResetTypeKey, "k")
+			}},
+			{"write-then-reset-all", func(p *pauseFixture) error {
+				p.set("main", "k", "x")
+				return p.reset(p.ctx, graveler.ResetTypeAll, "")
+			}},
+			{"delete-prefix-then-reset-key", func(p *pauseFixture) error {
+				if err := p.g.DeletePrefix(p.ctx, p.repo, "main", graveler.Key("k")); err != nil {
+					return err
+				}
+				p.wantMissing("main", "k")
+				return p.reset(p.ctx, graveler.ResetTypeKey, "k")
+			}},
+			{"delete-prefix-then-reset-prefix", func(p *pauseFixture) error {
+				if err := p.g.DeletePrefix(p.ctx, p.repo, "main", graveler.Key("k")); err != nil {
+					return err
+				}
+				return p.reset(p.ctx, graveler.ResetTypePrefix, "k")
+			}},
+			{"reset-during-next-commit", func(p *pauseFixture) error {
+				p.set("main", "k", "x")
+				hold, commit, _ := p.holdCommit("main")
+				err := p.reset(p.ctx, graveler.ResetTypeKey, "k")
+				p.want("main", "k", "old")
+				p.release(hold, commit)
+				return err
+			}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				p := newPauseFixture(t, store, graveler.Config{})
+				p.stageOverBase("k")
+				hold, commit, _ := p.holdCommit("main")
+				if err := p.reset(p.ctx, graveler.ResetTypeKey, "k"); err != nil {
+					t.Fatal(err)
+				}
+				p.release(hold, commit)
+				p.want("main@", "k", "new") // the commit's tree holds the discarded value
+				p.want("main", "k", "old")
+				if err := tc.then(p); err != nil {
+					t.Fatal(err)
+				}
+				p.want("main", "k", "old")
+				if _, err := p.g.Commit(p.ctx, p.repo, "main", graveler.CommitParams{Committer: "t", Message: "next"}); err != nil && !errors.Is(err, graveler.ErrNoChanges) {
+					t.Fatal(err)
+				}
+				p.want("main@", "k", "old")
+				if b := p.branch("main"); len(b.SealedTokens) != 0 || len(b.OverrideTokens) != 0 {
+					t.Fatalf("branch after the commit: %+v", b)
+				}
+			})
+		}
+	})
 }

@@ -39,6 +39,10 @@ var (
 		Name: "graveler_reset_retries_total",
 		Help: "Rounds a reset of a key or prefix repeated because a commit changed the branch's head or staging tokens while it ran.",
 	})
+	resetOverrideTokens = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "graveler_reset_override_tokens_total",
+		Help: "Override tokens published by resets of a key or prefix that found a commit in flight (each also seals the staging token).",
+	})
 	diffRetries = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "graveler_diff_uncommitted_retries_total",
 		Help: "Chunks of an uncommitted diff read again because a staging token they read from left the branch meanwhile.",

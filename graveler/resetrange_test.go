@@ -235,8 +235,10 @@ func TestResetPrefixLeavesBranchClean(t *testing.T) {
 }
 
 // TestResetPrefixCommitInFlight: with a commit holding a sealed token, a
-// reset of a prefix takes the override path: one override per key in the
-// staging token, no reset range anywhere; the discard outlives the commit.
+// reset of a prefix takes the override path: one override token with an
+// override per key, published above the sealed token and the staging
+// token (sealed with it), no reset range anywhere; the discard outlives
+// the commit.
 func TestResetPrefixCommitInFlight(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, store kv.Store) {
 		p := newPauseFixture(t, store, graveler.Config{})
@@ -257,7 +259,11 @@ func TestResetPrefixCommitInFlight(t *testing.T) {
 		if r := rangesIn(t, p.inner, sealed); r != nil {
 			t.Fatalf("sealed token took ranges %q", r)
 		}
-		wantRows(t, "overrides", storedUnder(t, p.inner, st, "p/"), "p/1", "p/2")
+		b := p.branch("main")
+		if len(b.OverrideTokens) != 1 || !slices.Equal(b.SealedTokens, []graveler.StagingToken{b.OverrideTokens[0], st, sealed}) {
+			t.Fatalf("branch %+v, want the override token above the staging token read and the commit's", b)
+		}
+		wantRows(t, "overrides", storedUnder(t, p.inner, b.OverrideTokens[0], "p/"), "p/1", "p/2")
 		check := func(ref string) {
 			t.Helper()
 			p.want(ref, "p/1", "old")

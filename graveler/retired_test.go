@@ -121,14 +121,14 @@ func TestRetiredWriteNotRepeated(t *testing.T) {
 			p.release(hold, done)
 			p.want("main", "k", "2")
 		})
-		// A reset's overrides (several keys, a commit in flight) written
-		// into a token that a commit then seals and lands.
+		// A reset's override token (several keys, a commit in flight),
+		// published, held after the store: a commit then seals and lands
+		// it.
 		t.Run("reset-overrides", func(t *testing.T) {
 			p := newPauseFixture(t, store, graveler.Config{})
 			p.stageOverBase("d/a", "d/b")
 			holdC, commit, _ := p.holdCommit("main")
-			st := p.branch("main").StagingToken
-			hold, done := p.heldAsync(kvtest.After, stagedWrite(st, "d/a"), func() error { return p.reset(p.ctx, graveler.ResetTypePrefix, "d/") })
+			hold, done := p.heldAsync(kvtest.After, p.overridePublish(), func() error { return p.reset(p.ctx, graveler.ResetTypePrefix, "d/") })
 			p.release(holdC, commit)
 			p.want("main", "d/a", "old")
 			p.sealedAndOverwritten("d/a")
@@ -138,8 +138,11 @@ func TestRetiredWriteNotRepeated(t *testing.T) {
 		})
 		// A prefix reset key by key (the token is at its limit of
 		// ranges, so it takes no reset range): one key's reset record
-		// applies, the other's is held past the seal and refused. Only
-		// the refused key gets an override.
+		// applies, the other's is held past the seal and refused. The
+		// reset goes on with the refused key only: the commit landed it
+		// meanwhile (it is committed, no longer staged, so there is
+		// nothing left to discard), and the newer write of the key reset
+		// before the seal stands.
 		t.Run("reset-prefix-part", func(t *testing.T) {
 			p := newPauseFixture(t, store, graveler.Config{})
 			p.stageOverBase("d/a", "d/b")
@@ -154,20 +157,20 @@ func TestRetiredWriteNotRepeated(t *testing.T) {
 			p.sealedAndOverwritten("d/a")
 			p.release(hold, done)
 			p.want("main", "d/a", "2")
-			p.want("main", "d/b", "old")
+			p.want("main", "d/b", "new")
 			p.commit("main", "next")
 			p.want("main@", "d/a", "2")
-			p.want("main@", "d/b", "old")
+			p.want("main@", "d/b", "new")
 		})
 	})
 }
 
-// TestResetOverridesFollowTheHead: a reset's override, computed from the
-// head before a commit in flight landed, is held before the store; the
-// commit lands, the branch is clean, and a reset hard moves the head to a
-// commit where the key has another value. Released, the override lands
-// in the token still current, under a head it was not computed from: the
-// reset computes it again from the new head, which the key then shows.
+// TestResetOverridesFollowTheHead: a reset's override token, computed on
+// the head before a commit in flight landed, is held before its
+// publication; the commit lands, the branch is clean, and a reset hard
+// moves the head to a commit where the key has another value. Released,
+// the publication finds the branch moved and is not made: the reset
+// starts again, finds nothing staged, and the key shows the new head.
 func TestResetOverridesFollowTheHead(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, store kv.Store) {
 		p := newPauseFixture(t, store, graveler.Config{})
@@ -180,8 +183,7 @@ func TestResetOverridesFollowTheHead(t *testing.T) {
 		devC := p.commit("dev", "R")
 		p.set("main", "k", "B")
 		holdC, commit, _ := p.holdCommit("main")
-		st := p.branch("main").StagingToken
-		hold, done := p.heldAsync(kvtest.Before, stagedWrite(st, "k"), func() error { return p.reset(p.ctx, graveler.ResetTypeKey, "k") })
+		hold, done := p.heldAsync(kvtest.Before, p.overridePublish(), func() error { return p.reset(p.ctx, graveler.ResetTypeKey, "k") })
 		p.release(holdC, commit)
 		if _, err := p.g.ResetHard(p.ctx, p.repo, "main", graveler.Ref(devC), graveler.ResetHardOptions{}); err != nil {
 			t.Fatal(err)

@@ -102,6 +102,13 @@ type Branch struct {
 	CommitID     CommitID
 	StagingToken StagingToken
 	SealedTokens []StagingToken
+	// OverrideTokens are the sealed tokens a reset of a key or a prefix
+	// wrote (a subset of SealedTokens). Each stages, for the keys the
+	// reset discarded, the value they had under the discarded changes: a
+	// correction of what lies below it, not a change, so later resets
+	// keep it and a reset of everything carries it over. A commit applies
+	// it like any sealed token, after which the head carries it.
+	OverrideTokens []StagingToken
 	// Change is what the write that stored this version did, for the change
 	// feed. A BranchUpdateFunc sets it on the branch it returns whenever its
 	// write is a user-visible change (ChangeNone for sealing and releasing

@@ -20,6 +20,7 @@ import (
 func cloneBranch(b *graveler.Branch) *graveler.Branch {
 	c := *b
 	c.SealedTokens = slices.Clone(b.SealedTokens)
+	c.OverrideTokens = slices.Clone(b.OverrideTokens)
 	return &c
 }
 
@@ -36,6 +37,11 @@ func validateBranch(b *graveler.Branch) error {
 	for _, t := range b.SealedTokens {
 		if err := validateToken(t); err != nil {
 			return err
+		}
+	}
+	for _, t := range b.OverrideTokens {
+		if !slices.Contains(b.SealedTokens, t) {
+			return fmt.Errorf("%w: override token %s is not a sealed token", graveler.ErrInvalidArgument, t)
 		}
 	}
 	return nil

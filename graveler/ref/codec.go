@@ -116,13 +116,18 @@ func encodeBranch(b *graveler.Branch) ([]byte, error) {
 	for i, t := range b.SealedTokens {
 		sealed[i] = string(t)
 	}
+	var overrides []string
+	for _, t := range b.OverrideTokens {
+		overrides = append(overrides, string(t))
+	}
 	return proto.Marshal(&refpb.Branch{
-		FormatVersion: BranchFormatVersion,
-		CommitId:      string(b.CommitID),
-		StagingToken:  string(b.StagingToken),
-		SealedTokens:  sealed,
-		WriteId:       newWriteID(),
-		Change:        int32(b.Change),
+		FormatVersion:  BranchFormatVersion,
+		CommitId:       string(b.CommitID),
+		StagingToken:   string(b.StagingToken),
+		SealedTokens:   sealed,
+		OverrideTokens: overrides,
+		WriteId:        newWriteID(),
+		Change:         int32(b.Change),
 	})
 }
 
@@ -146,6 +151,9 @@ func DecodeBranch(data []byte) (*graveler.Branch, error) {
 		for i, t := range pb.GetSealedTokens() {
 			b.SealedTokens[i] = graveler.StagingToken(t)
 		}
+	}
+	for _, t := range pb.GetOverrideTokens() {
+		b.OverrideTokens = append(b.OverrideTokens, graveler.StagingToken(t))
 	}
 	return b, nil
 }

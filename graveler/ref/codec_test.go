@@ -3,6 +3,7 @@ package ref
 import (
 	"bytes"
 	"encoding/hex"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -90,5 +91,26 @@ func TestEncodeWriteIDPerWrite(t *testing.T) {
 		if errA != nil || errB != nil || da != db {
 			t.Errorf("%s: decoded %v (%v) and %v (%v)", e.name, da, errA, db, errB)
 		}
+	}
+}
+
+// TestBranchOverrideTokens: a branch's override tokens survive encoding,
+// and a branch naming one that is not among its sealed tokens is refused.
+func TestBranchOverrideTokens(t *testing.T) {
+	b := &graveler.Branch{CommitID: graveler.CommitID(bytes.Repeat([]byte("a"), 64)), StagingToken: "repo.t3", SealedTokens: []graveler.StagingToken{"repo.t2", "repo.t1"}, OverrideTokens: []graveler.StagingToken{"repo.t2"}}
+	if err := validateBranch(b); err != nil {
+		t.Fatal(err)
+	}
+	data, err := encodeBranch(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeBranch(data)
+	if err != nil || !slices.Equal(got.OverrideTokens, b.OverrideTokens) || !slices.Equal(got.SealedTokens, b.SealedTokens) {
+		t.Fatalf("decoded %+v, %v; want %+v", got, err, b)
+	}
+	b.OverrideTokens = []graveler.StagingToken{"repo.t3"}
+	if err := validateBranch(b); !errors.Is(err, graveler.ErrInvalidArgument) {
+		t.Fatalf("an override token that is the staging token: %v, want ErrInvalidArgument", err)
 	}
 }

@@ -291,9 +291,15 @@ type Branch struct {
 	// change is what this write did, for the change feed: 0 for internal
 	// steps (sealing or releasing a staging token), otherwise the user
 	// operation that created or moved the branch (graveler.BranchChange).
-	Change        int32 `protobuf:"varint,6,opt,name=change,proto3" json:"change,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Change int32 `protobuf:"varint,6,opt,name=change,proto3" json:"change,omitempty"`
+	// override_tokens are the sealed tokens a reset of a key or a prefix
+	// wrote: each stages, for the keys the reset discarded, the value they
+	// had under the discarded changes, not a change of its own. A subset of
+	// sealed_tokens. A reader that ignores the field takes them for
+	// ordinary sealed tokens, which read and commit the same way.
+	OverrideTokens []string `protobuf:"bytes,7,rep,name=override_tokens,json=overrideTokens,proto3" json:"override_tokens,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Branch) Reset() {
@@ -366,6 +372,13 @@ func (x *Branch) GetChange() int32 {
 		return x.Change
 	}
 	return 0
+}
+
+func (x *Branch) GetOverrideTokens() []string {
+	if x != nil {
+		return x.OverrideTokens
+	}
+	return nil
 }
 
 // Commit is repo/<repo>-<uid>/commits/<commit_id>.
@@ -564,14 +577,15 @@ const file_refpb_proto_rawDesc = "" +
 	"\n" +
 	"reclaiming\x18\x06 \x01(\bR\n" +
 	"reclaiming\x12\x19\n" +
-	"\bwrite_id\x18\a \x01(\fR\awriteId\"\xc9\x01\n" +
+	"\bwrite_id\x18\a \x01(\fR\awriteId\"\xf2\x01\n" +
 	"\x06Branch\x12%\n" +
 	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12\x1b\n" +
 	"\tcommit_id\x18\x02 \x01(\tR\bcommitId\x12#\n" +
 	"\rstaging_token\x18\x03 \x01(\tR\fstagingToken\x12#\n" +
 	"\rsealed_tokens\x18\x04 \x03(\tR\fsealedTokens\x12\x19\n" +
 	"\bwrite_id\x18\x05 \x01(\fR\awriteId\x12\x16\n" +
-	"\x06change\x18\x06 \x01(\x05R\x06change\"\xa0\x03\n" +
+	"\x06change\x18\x06 \x01(\x05R\x06change\x12'\n" +
+	"\x0foverride_tokens\x18\a \x03(\tR\x0eoverrideTokens\"\xa0\x03\n" +
 	"\x06Commit\x12%\n" +
 	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x05R\aversion\x12\x1c\n" +
