@@ -52,7 +52,11 @@
 // then branches: a partition that holds keys was referenced before it was
 // listed (records are written before their partition, branches before
 // writers learn their token), so one found unreferenced afterwards is
-// garbage. As a second guard against in-flight work the sweep honours a
+// garbage. The exception is a reset's override token, written before the
+// branch update that names it; gravelerd sends that update within
+// graveler.Config.OverridePublishWithin (5 minutes) of the token's birth
+// or never, so the grace below covers it. As a second guard against
+// in-flight work the sweep honours a
 // grace period (Config.SweepGrace): a staging token ("<repo>.<id>") or
 // unique id whose id carries its creation time (a UUIDv7, as ref.NewID
 // makes, or a ULID, as earlier versions made; ref.IDTime) is reclaimed

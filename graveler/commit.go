@@ -100,7 +100,7 @@ func (g *Graveler) commit(ctx context.Context, repo *RepositoryRecord, branch Br
 			// started is in this token or already committed, so this
 			// commit has nothing to do. Sealing the empty token would only
 			// send every writer of the branch around again.
-			dirty, err := g.isDirty(ctx, cur)
+			dirty, err := g.isDirty(ctx, repo, cur)
 			if err != nil {
 				return nil, err
 			}
@@ -222,9 +222,10 @@ func (g *Graveler) dropTokens(ctx context.Context, toks []StagingToken) {
 	}
 }
 
-// isDirty reports whether any of b's tokens stages anything.
-func (g *Graveler) isDirty(ctx context.Context, b *Branch) (bool, error) {
-	for _, st := range tokens(b) {
+// isDirty reports whether any of b's change tokens stages anything, or
+// one of its override tokens corrects its head (overridesEffective).
+func (g *Graveler) isDirty(ctx context.Context, repo *RepositoryRecord, b *Branch) (bool, error) {
+	for _, st := range changeTokens(b) {
 		its, ranges, err := g.tokenIterators(ctx, []StagingToken{st})
 		if err != nil {
 			return false, err
@@ -244,7 +245,58 @@ func (g *Graveler) isDirty(ctx context.Context, b *Branch) (bool, error) {
 			return true, nil
 		}
 	}
+	return g.overridesEffective(ctx, repo, b)
+}
+
+// overridesEffective reports whether an override token of b holds, for a
+// key, anything but the key's value in b's head: a correction the next
+// commit must carry. Override tokens that hold only the head's values
+// correct nothing (the commit whose discarded values they hid never
+// landed them) and can be let go with the head's next move.
+func (g *Graveler) overridesEffective(ctx context.Context, repo *RepositoryRecord, b *Branch) (bool, error) {
+	overrides := liveOverrides(b)
+	if len(overrides) == 0 {
+		return false, nil
+	}
+	c, err := g.refs.GetCommit(ctx, repo, b.CommitID)
+	if err != nil {
+		return false, err
+	}
+	for _, st := range overrides {
+		it, err := g.staging.List(ctx, st)
+		if err != nil {
+			return false, err
+		}
+		effective := false
+		for !effective && it.Next() {
+			rec := it.Value()
+			v, err := g.committed.Get(ctx, repo.StorageNamespace, c.MetaRangeID, rec.Key)
+			switch {
+			case errors.Is(err, ErrNotFound):
+				effective = rec.Value != nil
+			case err != nil:
+				it.Close()
+				return false, err
+			default:
+				effective = rec.Value == nil || !bytes.Equal(rec.Value.Identity, v.Identity)
+			}
+		}
+		err = it.Err()
+		it.Close()
+		if err != nil || effective {
+			return effective, err
+		}
+	}
 	return false, nil
+}
+
+// withoutOverrides returns b without its override tokens, and them.
+func withoutOverrides(b *Branch) (*Branch, []StagingToken) {
+	nb := cloneBranch(b)
+	gone := liveOverrides(b)
+	nb.SealedTokens = slices.DeleteFunc(nb.SealedTokens, func(st StagingToken) bool { return slices.Contains(gone, st) })
+	nb.OverrideTokens = nil
+	return nb, gone
 }
 
 // Reset discards a branch's staged changes: all, one key, or a prefix.
@@ -317,58 +369,65 @@ func (sc resetScope) keys() []Key {
 // resetStaged discards what a branch stages for one key or a prefix, as
 // durably as a delete: once it returns, reads of the branch never show a
 // discarded value again, also when a commit that had already read the
-// value lands afterwards. It drops entries only from a staging token no
-// commit had sealed when it looked; when one had, it publishes an override
-// token instead of touching the tokens a commit may be reading:
+// value lands afterwards. It changes only the staging token, never a
+// token a commit may be reading (a sealed one); what sealed tokens stage
+// it hides under an override token:
 //
 //  1. Read the branch fresh, read what its change tokens (all but its
 //     override tokens) stage in scope, then read it again, H0. If a token
 //     read has left the branch meanwhile, it may have been dropped
-//     mid-read: nothing was changed yet, so start again.
-//  2. Nothing staged: done. A range tombstone (DeletePrefix) reaching
-//     into the scope is a discarded delete of every key it covers there
-//     in the base (H0's override tokens over its head), so those keys
-//     count as staged.
-//  3. Fast path, when no sealed token stages changes (no commit in
-//     flight) and H0 still names the staging token st read in step 1:
-//     drop the scope from st (a prefix by one reset range,
+//     mid-read: nothing was changed yet, so start again. A range
+//     tombstone (DeletePrefix) reaching into the scope is a discarded
+//     delete of every key it covers there in the base (H0's override
+//     tokens over its head), so those keys count as staged where the
+//     range tombstone is.
+//  2. Nothing staged: done.
+//  3. Only the staging token st stages anything in scope, and H0 still
+//     names it: drop the scope from st (a prefix by one reset range,
 //     RangeStager.ResetPrefix, a single write whatever the number of
-//     keys; key by key where st cannot take one), then read the branch
-//     again. If st is still its staging token, no commit sealed st
-//     meanwhile (tokens are never reused), so none read the values:
-//     done. If st was retired after the drop applied, its seal marker
-//     shows the drop came first and whoever sealed it read it so: done.
-//     If st refused the drop (sealed meanwhile), start again: the next
-//     round finds st sealed and takes step 4. A drop done key by key may
-//     be refused part way: the keys st took are done (the commit reads
-//     them reset, and discarding them again would discard writes
-//     acknowledged since), and the next round takes only the others.
-//  4. Otherwise a commit may be reading the discarded values and may land
-//     them in the head. Write a fresh token R with, for every key found,
-//     its value in the base of H0 (a tombstone where the base lacks it),
-//     and publish it in one compare-and-swap of the branch that expects
-//     H0 exactly: R becomes the newest sealed token, an override token,
-//     above every token read, and the staging token is sealed behind a
-//     new one so that writes acknowledged after the reset stay above R.
-//     Reads see R's values before and after the commit in flight lands,
-//     and the next commit applies R over it. If the branch moved, R is
-//     dropped and the reset starts again: a commit that landed meanwhile
-//     made the values it carried committed, no longer staged, so the
-//     reset no longer discards them.
+//     keys; key by key where st cannot take one). Where a range
+//     tombstone of st is in scope, a drop cannot undo it: write instead,
+//     for each key found, its value in the base, after the tombstone.
+//     Then read the branch again. If st is still its staging token, no
+//     commit sealed st meanwhile (tokens are never reused), so none read
+//     the values: done. If st was retired after the write applied, its
+//     seal marker shows the write came first and whoever sealed st read
+//     it so: done. If st refused the write (sealed meanwhile), start
+//     again: the next round finds st sealed and takes step 4. A drop done
+//     key by key may be refused part way: the keys st took are done (the
+//     commit reads them reset, and discarding them again would discard
+//     writes acknowledged since), and the next round takes only the
+//     others.
+//  4. A sealed token stages something in scope: a commit may be reading
+//     the discarded values and may land them in the head. Write a fresh
+//     token R with, for every key found, its value in the base (a
+//     tombstone where the base lacks it), and publish it in one
+//     compare-and-swap of the branch that expects H0 exactly: R becomes
+//     the newest sealed token, an override token. When st stages
+//     something in scope too, R goes above st, which is sealed behind a
+//     new staging token in the same step, so that writes acknowledged
+//     after the reset stay above R; otherwise R goes below st, which
+//     keeps taking writes. Reads see R's values before and after the
+//     commit in flight lands, and the next commit applies R over it. If
+//     the branch moved, R is dropped and the reset starts again: a commit
+//     that landed meanwhile made the values it carried committed, no
+//     longer staged, so the reset no longer discards them.
 //
-// An override token is not a change: a later reset reads past it, takes
-// its values as the base, and a reset of everything keeps it. A write
-// into the scope that is concurrent with the reset may be kept or
-// discarded, and readers see one or the other throughout. A prefix reset
-// done key by key (the token's range record is full, or a delete range
-// was staged into the scope since step 1) is not atomic across keys: a
-// commit that seals the token part way lands the keys not yet reset when
-// it finishes before the next round reads the branch. At most
-// Config.FenceRetries rounds (then ErrTooManyRetries); with more than
-// Config.MaxSealedTokens-2 sealed tokens, step 4 is refused with
-// ErrTooManyRetries rather than add two more. The keys found are
-// held in memory: a prefix reset costs memory in the number of keys staged
-// under the prefix, and with a commit in flight one record per key in R.
+// An override token is not a change: a later reset reads past it and
+// takes its values as the base, a reset of everything keeps it, and a
+// branch whose override tokens hold only its head's values is clean
+// (overridesEffective). A write into the scope that is concurrent with
+// the reset may be kept or discarded, and readers see one or the other
+// throughout. A prefix reset done key by key (the token's range record is
+// full, or a delete range was staged into the scope since step 1) is not
+// atomic across keys: a commit that seals the token part way lands the
+// keys not yet reset when it finishes before the next round reads the
+// branch. At most Config.FenceRetries rounds (then ErrTooManyRetries);
+// step 4 is refused with ErrTooManyRetries when it would take the branch
+// past Config.MaxSealedTokens (a commit of the branch absorbs them). The
+// keys found are held in memory: a prefix reset costs memory in the
+// number of keys staged under the prefix, and with a commit in flight one
+// record per key in R.
 func (g *Graveler) resetStaged(ctx context.Context, repo *RepositoryRecord, branch BranchID, sc resetScope) error {
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
@@ -394,7 +453,7 @@ func (g *Graveler) resetRound(ctx context.Context, repo *RepositoryRecord, branc
 	if err != nil {
 		return false, next, err
 	}
-	found, rng, err := g.stagedIn(ctx, changeTokens(b), sc)
+	in, err := g.stagedIn(ctx, changeTokens(b), sc)
 	if err != nil {
 		return false, next, err
 	}
@@ -405,26 +464,31 @@ func (g *Graveler) resetRound(ctx context.Context, repo *RepositoryRecord, branc
 	if !tokensStillHeld(b, h0) {
 		return false, next, nil
 	}
-	// Step 2.
-	if len(rng) > 0 {
-		if err := g.rangeDeletedIn(ctx, repo, h0, sc, rng, found); err != nil {
+	found := in.found
+	if len(in.rng) > 0 {
+		if err := g.rangeDeletedIn(ctx, repo, h0, sc, in.rng, found); err != nil {
 			return false, next, err
 		}
 	}
+	// Step 2.
 	if len(found) == 0 {
 		return true, next, nil
 	}
-	if sealedChanges(b) || h0.StagingToken != b.StagingToken || len(rng) > 0 {
+	if in.inSealed {
 		// Step 4. Overrides are computed on H0, which holds every token
 		// read: the branch must not change before they are published.
-		done, err := g.publishOverrides(ctx, repo, branch, h0, found)
+		done, err := g.publishOverrides(ctx, repo, branch, h0, found, in.inStaging)
 		return done, next, err
 	}
-	// Step 3. Dropping entries cannot undo a range tombstone (len(rng)
-	// is 0 here).
+	// Step 3.
 	st := b.StagingToken
+	if h0.StagingToken != st {
+		return false, next, nil // sealed meanwhile: step 4 next round
+	}
 	perKey := false // reset record by record: a seal may refuse part of it
 	switch {
+	case len(in.rng) > 0:
+		err = g.overrideIn(ctx, repo, h0, found)
 	case !sc.prefix:
 		perKey = len(sc.keys()) > 1
 		for _, k := range sc.keys() {
@@ -445,13 +509,15 @@ func (g *Graveler) resetRound(ctx context.Context, repo *RepositoryRecord, branc
 		perKey = true
 		err = g.staging.DropByPrefix(ctx, st, sc.key)
 	}
-	if errors.Is(err, ErrStagingTokenSealed) {
+	if _, partly := errors.AsType[*PartlyStagedError](err); partly || errors.Is(err, ErrStagingTokenSealed) {
 		// Sealed since step 1, a commit may be reading st: nothing was
-		// dropped after the seal, and the next round finds st sealed.
+		// written after the seal, and the next round finds st sealed.
 		// Reset key by key, st may have taken part of the reset before
 		// the seal: the keys it took are done (the commit reads them
 		// reset, and discarding them again would discard writes
 		// acknowledged since), and the next round takes only the rest.
+		// Base values written part way stand: they are what the next
+		// round overrides the keys with anyway.
 		if perKey {
 			rest, err := g.unreset(ctx, repo, branch, st, found)
 			if err != nil || len(rest) == 0 {
@@ -471,12 +537,30 @@ func (g *Graveler) resetRound(ctx context.Context, repo *RepositoryRecord, branc
 	if cur.StagingToken == st {
 		return true, next, nil
 	}
-	// The drop applied, then st was retired: when its marker shows the
-	// drop came first, whoever sealed st read it without the discarded
-	// values. A token retired without a marker and still on the branch
-	// was sealed by a release that writes none: go again.
+	// The write applied, then st was retired: when its marker shows the
+	// write came first, whoever sealed st read it. A token retired
+	// without a marker and still on the branch was sealed by a release
+	// that writes none: go again.
 	again, err := g.writeAgain(ctx, repo, branch, st, cur)
 	return !again && err == nil, next, err
+}
+
+// overrideIn writes into b's staging token, for each key of found, its
+// value in b's base (nil: a tombstone): after a range tombstone of the
+// token, which a drop cannot undo, the key shows what it had under it.
+// The token's range tombstone keeps every later reset of the key on this
+// path (or step 4), so these records are never dropped as changes.
+func (g *Graveler) overrideIn(ctx context.Context, repo *RepositoryRecord, b *Branch, found map[string][]*Value) error {
+	keys := slices.Sorted(maps.Keys(found))
+	base, err := g.baseValues(ctx, repo, b, keys)
+	if err != nil {
+		return err
+	}
+	recs := make([]*ValueRecord, len(keys))
+	for i, k := range keys {
+		recs[i] = &ValueRecord{Key: Key(k), Value: base[i]}
+	}
+	return g.staging.SetBatch(ctx, b.StagingToken, recs)
 }
 
 // unreset returns the keys of found that st, a token a commit sealed
@@ -510,14 +594,24 @@ func (g *Graveler) unreset(ctx context.Context, repo *RepositoryRecord, branch B
 
 // publishOverrides is step 4 of resetStaged: it writes the override token
 // for the keys of found on h0 and publishes it if the branch is still h0
-// (done false otherwise, R dropped).
-func (g *Graveler) publishOverrides(ctx context.Context, repo *RepositoryRecord, branch BranchID, h0 *Branch, found map[string][]*Value) (bool, error) {
-	if len(h0.SealedTokens)+2 > g.cfg.MaxSealedTokens {
-		// R and the staging token it seals join the sealed tokens;
-		// past the bound every read pays for them.
-		return false, fmt.Errorf("reset on branch %s of repository %s: the branch holds %d sealed tokens of commits in flight (at most %d): retry when they finish: %w",
+// (done false otherwise, R dropped): above the staging token, which it
+// seals, when above is set, otherwise below it.
+func (g *Graveler) publishOverrides(ctx context.Context, repo *RepositoryRecord, branch BranchID, h0 *Branch, found map[string][]*Value, above bool) (bool, error) {
+	added := 1
+	if above {
+		added = 2 // R and the staging token it seals
+	}
+	if len(h0.SealedTokens)+added > g.cfg.MaxSealedTokens {
+		// Past the bound every read pays for them; a commit absorbs
+		// sealed tokens.
+		return false, fmt.Errorf("reset on branch %s of repository %s: the branch holds %d sealed tokens (at most %d) from commits in flight or failed and from earlier resets: commit the branch, then retry: %w",
 			branch, repo.RepositoryID, len(h0.SealedTokens), g.cfg.MaxSealedTokens, ErrTooManyRetries)
 	}
+	// The cleaner's sweep spares a token no branch names only while it
+	// is young: a publication that cannot be sent soon after r is born is
+	// not sent at all (a write whose caller gave up is never sent).
+	ctx, cancel := context.WithTimeout(ctx, g.cfg.OverridePublishWithin)
+	defer cancel()
 	keys := slices.Sorted(maps.Keys(found))
 	base, err := g.baseValues(ctx, repo, h0, keys)
 	if err != nil {
@@ -538,8 +632,12 @@ func (g *Graveler) publishOverrides(ctx context.Context, repo *RepositoryRecord,
 			return nil, errHeadMoved
 		}
 		nb := cloneBranch(cur)
-		nb.StagingToken = g.refs.NewStagingToken(repo.RepositoryID)
-		nb.SealedTokens = append([]StagingToken{r}, tokens(cur)...)
+		if above {
+			nb.StagingToken = g.refs.NewStagingToken(repo.RepositoryID)
+			nb.SealedTokens = append([]StagingToken{r}, tokens(cur)...)
+		} else {
+			nb.SealedTokens = append([]StagingToken{r}, cur.SealedTokens...)
+		}
 		nb.OverrideTokens = append([]StagingToken{r}, liveOverrides(cur)...)
 		published = nb
 		return nb, nil
@@ -593,51 +691,72 @@ func (g *Graveler) baseValues(ctx context.Context, repo *RepositoryRecord, b *Br
 	return out, nil
 }
 
-// stagedIn returns what toks stage in scope: for each key, the values
-// staged for it (nil: a tombstone), newest token first; and the prefixes
-// of the range tombstones that reach into scope.
-func (g *Graveler) stagedIn(ctx context.Context, toks []StagingToken, sc resetScope) (map[string][]*Value, []Key, error) {
-	found := map[string][]*Value{}
-	var rng []Key
-	for _, st := range toks {
+// stagedScope is what a branch's change tokens stage in a reset's scope.
+type stagedScope struct {
+	// found holds, for each key, the values staged for it (nil: a
+	// tombstone), newest token first.
+	found map[string][]*Value
+	// rng holds the prefixes of the range tombstones that reach into
+	// the scope.
+	rng []Key
+	// inStaging: the staging token stages a key or a range in scope;
+	// inSealed: a sealed change token does.
+	inStaging, inSealed bool
+}
+
+// stagedIn reads what toks (the staging token first, then sealed change
+// tokens) stage in scope.
+func (g *Graveler) stagedIn(ctx context.Context, toks []StagingToken, sc resetScope) (*stagedScope, error) {
+	out := &stagedScope{found: map[string][]*Value{}}
+	for i, st := range toks {
 		its, ranges, err := g.tokenIterators(ctx, []StagingToken{st})
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		for _, p := range ranges[0] {
 			if sc.covers(p) {
-				rng = append(rng, p)
+				out.rng = append(out.rng, p)
 			}
 		}
+		n := 0 // keys this token stages in scope
 		if !sc.prefix {
 			its[0].Close()
 			for _, k := range sc.keys() {
 				v, err := g.staging.Get(ctx, st, k)
 				switch {
 				case err == nil:
-					found[string(k)] = append(found[string(k)], cloneValue(v))
+					out.found[string(k)] = append(out.found[string(k)], cloneValue(v))
+					n++
 				case !errors.Is(err, ErrNotFound):
-					return nil, nil, err
+					return nil, err
 				}
 			}
-			continue
-		}
-		it := its[0]
-		it.SeekGE(sc.key)
-		for it.Next() {
-			rec := it.Value()
-			if !bytes.HasPrefix(rec.Key, sc.key) {
-				break
+		} else {
+			it := its[0]
+			it.SeekGE(sc.key)
+			for it.Next() {
+				rec := it.Value()
+				if !bytes.HasPrefix(rec.Key, sc.key) {
+					break
+				}
+				out.found[string(rec.Key)] = append(out.found[string(rec.Key)], cloneValue(rec.Value))
+				n++
 			}
-			found[string(rec.Key)] = append(found[string(rec.Key)], cloneValue(rec.Value))
+			err = it.Err()
+			it.Close()
+			if err != nil {
+				return nil, err
+			}
 		}
-		err = it.Err()
-		it.Close()
-		if err != nil {
-			return nil, nil, err
+		if n > 0 || slices.ContainsFunc(ranges[0], sc.covers) {
+			if i == 0 {
+				out.inStaging = true
+			} else {
+				out.inSealed = true
+			}
 		}
 	}
-	return found, rng, nil
+	return out, nil
 }
 
 // rangeDeletedIn adds to found every key in scope that the base of b (its
@@ -724,10 +843,15 @@ func (g *Graveler) ResetHard(ctx context.Context, repoID RepositoryID, branch Br
 		if opts.Force {
 			old = tokens(cur)
 			nb.StagingToken, nb.SealedTokens, nb.OverrideTokens = g.refs.NewStagingToken(repoID), nil, nil
-		} else if dirty, err := g.isDirty(ctx, cur); err != nil {
+		} else if dirty, err := g.isDirty(ctx, repo, cur); err != nil {
 			return nil, err
 		} else if dirty {
 			return nil, fmt.Errorf("%w: %s of repository %s", ErrDirtyBranch, branch, repoID)
+		} else {
+			// Override tokens that correct nothing in the head would
+			// mask the new one.
+			nb, old = withoutOverrides(nb)
+			nb.CommitID, nb.Change = res.CommitID, ChangeResetHard
 		}
 		out = nb
 		return nb, nil
@@ -745,19 +869,33 @@ func (g *Graveler) ResetHard(ctx context.Context, repoID RepositoryID, branch Br
 // revert and cherry-pick. Staged writes that land meanwhile stay staged on
 // top of the new head; a commit in flight rebases onto it.
 func (g *Graveler) moveHead(ctx context.Context, repo *RepositoryRecord, branch BranchID, expected, id CommitID, change BranchChange) error {
+	var dropped []StagingToken
 	err := g.refs.BranchUpdate(ctx, repo, branch, func(cur *Branch) (*Branch, error) {
 		if cur.CommitID != expected {
 			return nil, fmt.Errorf("%w: %s of repository %s moved from %s to %s", ErrBranchHeadMoved, branch, repo.RepositoryID, expected, cur.CommitID)
 		}
-		if len(cur.OverrideTokens) > 0 {
-			// A reset since the branch was found clean corrected the
-			// head it found; those corrections would mask the new head.
-			return nil, fmt.Errorf("%w: %s of repository %s (a reset staged corrections of its head meanwhile)", ErrDirtyBranch, branch, repo.RepositoryID)
-		}
 		nb := cloneBranch(cur)
+		dropped = nil
+		if len(cur.OverrideTokens) > 0 {
+			// Override tokens correct the head they were computed on
+			// and would mask the new one: they go if they correct
+			// nothing and hide no sealed change (no commit in flight),
+			// otherwise the branch is not clean any more.
+			effective, err := g.overridesEffective(ctx, repo, cur)
+			if err != nil {
+				return nil, err
+			}
+			if effective || sealedChanges(cur) {
+				return nil, fmt.Errorf("%w: %s of repository %s (a reset staged corrections of its head meanwhile)", ErrDirtyBranch, branch, repo.RepositoryID)
+			}
+			nb, dropped = withoutOverrides(cur)
+		}
 		nb.CommitID, nb.Change = id, change
 		return nb, nil
 	})
 	g.cache.forget(repo, branch)
+	if err == nil {
+		g.dropTokens(ctx, dropped)
+	}
 	return err
 }

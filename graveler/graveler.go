@@ -50,6 +50,12 @@ type Config struct {
 	// this many (left by failed commits, or commits in flight) first
 	// commits them without sealing another (default 10).
 	MaxSealedTokens int
+	// OverridePublishWithin bounds the time from a reset's writing of an
+	// override token to its publication in the branch record (default 5
+	// minutes): a publication not sent by then is never sent. No branch
+	// names the token before, so it must stay well inside the cleaner's
+	// sweep grace for young partitions (one hour by default).
+	OverridePublishWithin time.Duration
 	// CommitRetries bounds the overlap-rule retries of a commit: each one
 	// means another commit on the branch finished first (default 50).
 	CommitRetries int
@@ -98,6 +104,9 @@ const (
 	DefaultCommitRetries   = 50
 	DefaultFenceRetries    = 1000
 	DefaultListPageBudget  = 10_000
+	// DefaultOverridePublishWithin is Config.OverridePublishWithin's
+	// default.
+	DefaultOverridePublishWithin = 5 * time.Minute
 )
 
 func (c Config) withDefaults() Config {
@@ -112,6 +121,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CommitRetries <= 0 {
 		c.CommitRetries = DefaultCommitRetries
+	}
+	if c.OverridePublishWithin <= 0 {
+		c.OverridePublishWithin = DefaultOverridePublishWithin
 	}
 	if c.FenceRetries <= 0 {
 		c.FenceRetries = DefaultFenceRetries

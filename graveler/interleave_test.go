@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -1126,5 +1127,163 @@ func TestLaterResetKeepsOverride(t *testing.T) {
 				}
 			})
 		}
+	})
+}
+
+// TestResetsDoNotPileTokens: resets add sealed tokens only for what a
+// sealed token stages. A reset of a key under a prefix deleted in the
+// staging token, with no commit in flight, writes the key's value into
+// the staging token; after a commit in flight took one key and landed,
+// the override token stays alone. Either way, later resets of freshly
+// staged keys drop them from the staging token and add nothing.
+func TestResetsDoNotPileTokens(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, store kv.Store) {
+		resetFresh := func(p *pauseFixture, sealed int) {
+			p.t.Helper()
+			for i := range 2 * graveler.DefaultMaxSealedTokens {
+				k := fmt.Sprintf("x%d", i)
+				p.set("main", k, "v")
+				if err := p.reset(p.ctx, graveler.ResetTypeKey, k); err != nil {
+					p.t.Fatalf("reset %d: %v", i, err)
+				}
+				p.wantMissing("main", k)
+				if b := p.branch("main"); len(b.SealedTokens) != sealed {
+					p.t.Fatalf("after reset %d: %d sealed tokens, want %d", i, len(b.SealedTokens), sealed)
+				}
+			}
+		}
+		t.Run("under-deleted-prefix", func(t *testing.T) {
+			p := newPauseFixture(t, store, graveler.Config{})
+			p.set("main", "d/1", "old")
+			p.commit("main", "base")
+			p.deletePrefix("main", "d/")
+			if err := p.reset(p.ctx, graveler.ResetTypeKey, "d/1"); err != nil {
+				t.Fatal(err)
+			}
+			p.want("main", "d/1", "old")
+			resetFresh(p, 0)
+			// The value written over the range tombstone is not a change
+			// a later reset drops: the tombstone keeps the key on the
+			// same path.
+			if err := p.reset(p.ctx, graveler.ResetTypeKey, "d/1"); err != nil {
+				t.Fatal(err)
+			}
+			p.want("main", "d/1", "old")
+			p.commitAllowEmpty("main")
+			p.want("main@", "d/1", "old")
+		})
+		t.Run("after-commit-in-flight", func(t *testing.T) {
+			p := newPauseFixture(t, store, graveler.Config{})
+			p.stageOverBase("k")
+			hold, commit, _ := p.holdCommit("main")
+			if err := p.reset(p.ctx, graveler.ResetTypeKey, "k"); err != nil {
+				t.Fatal(err)
+			}
+			p.release(hold, commit)
+			p.want("main", "k", "old")
+			resetFresh(p, 1)
+			p.want("main", "k", "old")
+		})
+	})
+}
+
+// TestResetOverridesBounded: a commit in flight holds five keys; resets
+// of them publish one override token each (below the staging token,
+// which stages none of them) until the next would pass MaxSealedTokens:
+// that reset is refused, asking for a commit, and changes nothing. Once
+// the commit lands, the key is committed, no longer staged, and its
+// reset has nothing to discard.
+func TestResetOverridesBounded(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, store kv.Store) {
+		p := newPauseFixture(t, store, graveler.Config{MaxSealedTokens: 3})
+		p.stageOverBase("a", "b", "c")
+		hold, commit, _ := p.holdCommit("main")
+		for i, k := range []string{"a", "b"} {
+			if err := p.reset(p.ctx, graveler.ResetTypeKey, k); err != nil {
+				t.Fatal(err)
+			}
+			if b := p.branch("main"); len(b.SealedTokens) != i+2 || len(b.OverrideTokens) != i+1 {
+				t.Fatalf("after resetting %s: %+v", k, b)
+			}
+		}
+		err := p.reset(p.ctx, graveler.ResetTypeKey, "c")
+		if !errors.Is(err, graveler.ErrTooManyRetries) || !strings.Contains(err.Error(), "commit the branch") {
+			t.Fatalf("reset past the bound: %v, want ErrTooManyRetries asking for a commit", err)
+		}
+		p.want("main", "c", "new")
+		p.release(hold, commit)
+		if err := p.reset(p.ctx, graveler.ResetTypeKey, "c"); err != nil {
+			t.Fatal(err)
+		}
+		p.want("main", "a", "old")
+		p.want("main", "b", "old")
+		p.want("main", "c", "new")
+		p.commit("main", "next")
+		p.want("main@", "a", "old")
+		p.want("main@", "c", "new")
+	})
+}
+
+// TestNoOpOverridesLeaveBranchClean: a reset publishes an override token
+// while a commit is in flight; a reset of everything then discards the
+// commit's token too, so the commit lands nothing and the override token
+// holds only what the head holds. The branch is clean: nothing differs
+// from its head, and a reset hard (no force) moves it, letting the
+// override token go so that it cannot mask the new head.
+func TestNoOpOverridesLeaveBranchClean(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, store kv.Store) {
+		p := newPauseFixture(t, store, graveler.Config{})
+		p.set("main", "k", "older")
+		older := p.commit("main", "older")
+		p.set("main", "k", "old")
+		p.commit("main", "base")
+		p.set("main", "k", "new")
+		hold, commit, _ := p.holdCommit("main")
+		if err := p.reset(p.ctx, graveler.ResetTypeKey, "k"); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.reset(p.ctx, graveler.ResetTypeAll, ""); err != nil {
+			t.Fatal(err)
+		}
+		hold.Release()
+		if err := await(t, commit); err != nil {
+			t.Logf("the commit in flight, its token dropped: %v", err)
+		}
+		p.want("main", "k", "old")
+		if d := p.diffUncommitted("main"); len(d) != 0 {
+			t.Fatalf("uncommitted diff %v", d)
+		}
+		if len(p.branch("main").OverrideTokens) != 1 {
+			t.Fatal("the override token was not kept by the reset of everything")
+		}
+		if _, err := p.g.ResetHard(p.ctx, p.repo, "main", graveler.Ref(older), graveler.ResetHardOptions{}); err != nil {
+			t.Fatalf("reset hard of a clean branch: %v", err)
+		}
+		p.want("main", "k", "older")
+		if b := p.branch("main"); len(b.OverrideTokens) != 0 || len(b.SealedTokens) != 0 {
+			t.Fatalf("branch after the reset hard: %+v", b)
+		}
+	})
+}
+
+// TestOverridePublishDeadline: a reset's publication held before the
+// store past its deadline is never sent: the reset fails, no override
+// token is published, and the commit in flight lands the staged value.
+func TestOverridePublishDeadline(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, store kv.Store) {
+		p := newPauseFixture(t, store, graveler.Config{OverridePublishWithin: 200 * time.Millisecond})
+		p.stageOverBase("k")
+		hold, commit, _ := p.holdCommit("main")
+		held, done := p.heldAsync(kvtest.Before, p.overridePublish(), func() error { return p.reset(p.ctx, graveler.ResetTypeKey, "k") })
+		time.Sleep(400 * time.Millisecond)
+		held.Release()
+		if err := await(t, done); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("reset published past its deadline: %v", err)
+		}
+		if b := p.branch("main"); len(b.OverrideTokens) != 0 {
+			t.Fatalf("override tokens %q", b.OverrideTokens)
+		}
+		p.release(hold, commit)
+		p.want("main", "k", "new")
 	})
 }

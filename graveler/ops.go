@@ -185,7 +185,7 @@ func (g *Graveler) cleanBranch(ctx context.Context, repo *RepositoryRecord, bran
 	if err != nil {
 		return nil, nil, err
 	}
-	dirty, err := g.isDirty(ctx, b)
+	dirty, err := g.isDirty(ctx, repo, b)
 	if err != nil {
 		return nil, nil, err
 	}

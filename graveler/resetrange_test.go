@@ -236,9 +236,9 @@ func TestResetPrefixLeavesBranchClean(t *testing.T) {
 
 // TestResetPrefixCommitInFlight: with a commit holding a sealed token, a
 // reset of a prefix takes the override path: one override token with an
-// override per key, published above the sealed token and the staging
-// token (sealed with it), no reset range anywhere; the discard outlives
-// the commit.
+// override per key, published above the sealed token and below the
+// staging token (which stages nothing under the prefix and keeps taking
+// writes), no reset range anywhere; the discard outlives the commit.
 func TestResetPrefixCommitInFlight(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, store kv.Store) {
 		p := newPauseFixture(t, store, graveler.Config{})
@@ -260,8 +260,8 @@ func TestResetPrefixCommitInFlight(t *testing.T) {
 			t.Fatalf("sealed token took ranges %q", r)
 		}
 		b := p.branch("main")
-		if len(b.OverrideTokens) != 1 || !slices.Equal(b.SealedTokens, []graveler.StagingToken{b.OverrideTokens[0], st, sealed}) {
-			t.Fatalf("branch %+v, want the override token above the staging token read and the commit's", b)
+		if len(b.OverrideTokens) != 1 || b.StagingToken != st || !slices.Equal(b.SealedTokens, []graveler.StagingToken{b.OverrideTokens[0], sealed}) {
+			t.Fatalf("branch %+v, want the override token above the commit's token, below the staging token (which stages nothing in scope)", b)
 		}
 		wantRows(t, "overrides", storedUnder(t, p.inner, b.OverrideTokens[0], "p/"), "p/1", "p/2")
 		check := func(ref string) {
