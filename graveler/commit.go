@@ -342,28 +342,16 @@ func (g *Graveler) Reset(ctx context.Context, repoID RepositoryID, branch Branch
 	return fmt.Errorf("%w: reset type %d", ErrInvalidArgument, typ)
 }
 
-// resetScope is what a partial reset discards: one key, every key under
-// a prefix, or (only, when not nil) exactly the keys listed.
+// resetScope is what a partial reset discards: one key, or every key
+// under a prefix.
 type resetScope struct {
 	key    Key
 	prefix bool
-	only   []Key
 }
 
 // covers reports whether a range tombstone of prefix p reaches into sc.
 func (sc resetScope) covers(p Key) bool {
-	if sc.only != nil {
-		return slices.ContainsFunc(sc.only, func(k Key) bool { return bytes.HasPrefix(k, p) })
-	}
 	return bytes.HasPrefix(sc.key, p) || sc.prefix && bytes.HasPrefix(p, sc.key)
-}
-
-// keys returns the keys sc names one by one: the key, or the list.
-func (sc resetScope) keys() []Key {
-	if sc.only != nil {
-		return sc.only
-	}
-	return []Key{sc.key}
 }
 
 // resetStaged discards what a branch stages for one key or a prefix, as
@@ -382,24 +370,21 @@ func (sc resetScope) keys() []Key {
 //     tokens over its head), so those keys count as staged where the
 //     range tombstone is.
 //  2. Nothing staged: done.
-//  3. Only the staging token st stages anything in scope, and H0 still
-//     names it: drop the scope from st (a prefix by one reset range,
-//     RangeStager.ResetPrefix, a single write whatever the number of
-//     keys; key by key where st cannot take one). Where a range
-//     tombstone of st is in scope, a drop cannot undo it: write instead,
-//     for each key found, its value in the base, after the tombstone.
-//     Then read the branch again. If st is still its staging token, no
-//     commit sealed st meanwhile (tokens are never reused), so none read
-//     the values: done. If st was retired after the write applied, its
-//     seal marker shows the write came first and whoever sealed st read
-//     it so: done. If st refused the write (sealed meanwhile), start
-//     again: the next round finds st sealed and takes step 4. A drop done
-//     key by key may be refused part way: the keys st took are done (the
-//     commit reads them reset, and discarding them again would discard
-//     writes acknowledged since), and the next round takes only the
-//     others.
-//  4. A sealed token stages something in scope: a commit may be reading
-//     the discarded values and may land them in the head. Write a fresh
+//  3. Only the staging token st stages anything in scope, with no range
+//     tombstone there, and H0 still names st: drop the scope from st (a
+//     key by a reset record, StagingManager.DropKey; a prefix by one reset
+//     range, RangeStager.ResetPrefix, a single write whatever the number
+//     of keys). Both are refused, writing nothing, once a range tombstone
+//     of st reaches into the scope (a drop cannot undo it: the tombstone
+//     would show through) or st is sealed; either way start again, and
+//     the next round takes step 4. Otherwise read the branch again. If st
+//     is still its staging token, no commit sealed st meanwhile (tokens
+//     are never reused), so none read the values: done. If st was retired
+//     after the drop applied, its seal marker shows the drop came first
+//     and whoever sealed st read it so: done.
+//  4. A sealed token stages something in scope (a commit may be reading
+//     the discarded values and may land them in the head), or a range
+//     tombstone does, or st cannot take a reset range: write a fresh
 //     token R with, for every key found, its value in the base (a
 //     tombstone where the base lacks it), and publish it in one
 //     compare-and-swap of the branch that expects H0 exactly: R becomes
@@ -418,11 +403,7 @@ func (sc resetScope) keys() []Key {
 // branch whose override tokens hold only its head's values is clean
 // (overridesEffective). A write into the scope that is concurrent with
 // the reset may be kept or discarded, and readers see one or the other
-// throughout. A prefix reset done key by key (the token's range record is
-// full, or a delete range was staged into the scope since step 1) is not
-// atomic across keys: a commit that seals the token part way lands the
-// keys not yet reset when it finishes before the next round reads the
-// branch. At most Config.FenceRetries rounds (then ErrTooManyRetries);
+// throughout. At most Config.FenceRetries rounds (then ErrTooManyRetries);
 // step 4 is refused with ErrTooManyRetries when it would take the branch
 // past Config.MaxSealedTokens (a commit of the branch absorbs them). The
 // keys found are held in memory: a prefix reset costs memory in the
@@ -436,160 +417,92 @@ func (g *Graveler) resetStaged(ctx context.Context, repo *RepositoryRecord, bran
 				return g.fenceExhausted(repo, branch)
 			}
 		}
-		done, next, err := g.resetRound(ctx, repo, branch, sc)
+		done, err := g.resetRound(ctx, repo, branch, sc)
 		if done || err != nil {
 			return err
 		}
-		sc = next
 	}
 }
 
 // resetRound is one round of resetStaged; done is false when the branch
-// moved under it and the reset has to start again, over next.
-func (g *Graveler) resetRound(ctx context.Context, repo *RepositoryRecord, branch BranchID, sc resetScope) (done bool, next resetScope, err error) {
-	next = sc
+// moved under it and the reset has to start again.
+func (g *Graveler) resetRound(ctx context.Context, repo *RepositoryRecord, branch BranchID, sc resetScope) (done bool, err error) {
 	// Step 1.
 	b, err := g.refs.GetBranch(ctx, repo, branch)
 	if err != nil {
-		return false, next, err
+		return false, err
 	}
 	in, err := g.stagedIn(ctx, changeTokens(b), sc)
 	if err != nil {
-		return false, next, err
+		return false, err
 	}
 	h0, err := g.refs.GetBranch(ctx, repo, branch)
 	if err != nil {
-		return false, next, err
+		return false, err
 	}
 	if !tokensStillHeld(b, h0) {
-		return false, next, nil
+		return false, nil
 	}
 	found := in.found
 	if len(in.rng) > 0 {
 		if err := g.rangeDeletedIn(ctx, repo, h0, sc, in.rng, found); err != nil {
-			return false, next, err
+			return false, err
 		}
 	}
 	// Step 2.
 	if len(found) == 0 {
-		return true, next, nil
+		return true, nil
 	}
-	if in.inSealed {
+	if in.inSealed || len(in.rng) > 0 {
 		// Step 4. Overrides are computed on H0, which holds every token
 		// read: the branch must not change before they are published.
 		done, err := g.publishOverrides(ctx, repo, branch, h0, found, in.inStaging)
-		return done, next, err
+		return done, err
 	}
 	// Step 3.
 	st := b.StagingToken
 	if h0.StagingToken != st {
-		return false, next, nil // sealed meanwhile: step 4 next round
+		return false, nil // sealed meanwhile: step 4 next round
 	}
-	perKey := false // reset record by record: a seal may refuse part of it
 	switch {
-	case len(in.rng) > 0:
-		err = g.overrideIn(ctx, repo, h0, found)
 	case !sc.prefix:
-		perKey = len(sc.keys()) > 1
-		for _, k := range sc.keys() {
-			if err = g.staging.DropKey(ctx, st, k); err != nil {
-				break
-			}
-		}
+		err = g.staging.DropKey(ctx, st, sc.key)
 	case g.ranger != nil:
-		// One record write hides the whole scope. Where the token cannot
-		// take it (a range tombstone staged into the scope since step 1,
-		// the token's limit), entries are dropped as without one.
+		// One record write hides the whole scope.
 		err = g.ranger.ResetPrefix(ctx, st, sc.key)
-		if errors.Is(err, ErrRangeInScope) || errors.Is(err, ErrTooManyRangeTombstones) {
-			perKey = true
-			err = g.staging.DropByPrefix(ctx, st, sc.key)
+		if errors.Is(err, ErrTooManyRangeTombstones) {
+			// The token's range record is full: hide the scope under
+			// an override token instead.
+			done, err := g.publishOverrides(ctx, repo, branch, h0, found, true)
+			return done, err
 		}
 	default:
-		perKey = true
-		err = g.staging.DropByPrefix(ctx, st, sc.key)
+		done, err := g.publishOverrides(ctx, repo, branch, h0, found, true)
+		return done, err
 	}
-	if _, partly := errors.AsType[*PartlyStagedError](err); partly || errors.Is(err, ErrStagingTokenSealed) {
+	if errors.Is(err, ErrStagingTokenSealed) || errors.Is(err, ErrRangeInScope) {
 		// Sealed since step 1, a commit may be reading st: nothing was
-		// written after the seal, and the next round finds st sealed.
-		// Reset key by key, st may have taken part of the reset before
-		// the seal: the keys it took are done (the commit reads them
-		// reset, and discarding them again would discard writes
-		// acknowledged since), and the next round takes only the rest.
-		// Base values written part way stand: they are what the next
-		// round overrides the keys with anyway.
-		if perKey {
-			rest, err := g.unreset(ctx, repo, branch, st, found)
-			if err != nil || len(rest) == 0 {
-				return err == nil, next, err
-			}
-			next = resetScope{only: rest}
-		}
-		return false, next, nil
+		// written, and the next round finds st sealed. Or a range
+		// tombstone was staged into the scope since step 1, which a drop
+		// cannot undo: the next round finds it.
+		return false, nil
 	}
 	if err != nil {
-		return false, next, err
+		return false, err
 	}
 	cur, err := g.refs.GetBranch(ctx, repo, branch)
 	if err != nil {
-		return false, next, err
+		return false, err
 	}
 	if cur.StagingToken == st {
-		return true, next, nil
+		return true, nil
 	}
 	// The write applied, then st was retired: when its marker shows the
 	// write came first, whoever sealed st read it. A token retired
 	// without a marker and still on the branch was sealed by a release
 	// that writes none: go again.
 	again, err := g.writeAgain(ctx, repo, branch, st, cur)
-	return !again && err == nil, next, err
-}
-
-// overrideIn writes into b's staging token, for each key of found, its
-// value in b's base (nil: a tombstone): after a range tombstone of the
-// token, which a drop cannot undo, the key shows what it had under it.
-// The token's range tombstone keeps every later reset of the key on this
-// path (or step 4), so these records are never dropped as changes.
-func (g *Graveler) overrideIn(ctx context.Context, repo *RepositoryRecord, b *Branch, found map[string][]*Value) error {
-	keys := slices.Sorted(maps.Keys(found))
-	base, err := g.baseValues(ctx, repo, b, keys)
-	if err != nil {
-		return err
-	}
-	recs := make([]*ValueRecord, len(keys))
-	for i, k := range keys {
-		recs[i] = &ValueRecord{Key: Key(k), Value: base[i]}
-	}
-	return g.staging.SetBatch(ctx, b.StagingToken, recs)
-}
-
-// unreset returns the keys of found that st, a token a commit sealed
-// during a reset's drop, holds no reset record for. Every key of found was
-// staged in st or an older token when the reset read it, and a reset
-// record in st was written since, before the seal. A token whose marker
-// is gone was dropped meanwhile, and which of its keys were reset cannot
-// be told: ErrAmbiguous.
-func (g *Graveler) unreset(ctx context.Context, repo *RepositoryRecord, branch BranchID, st StagingToken, found map[string][]*Value) ([]Key, error) {
-	ks := make([]Key, 0, len(found))
-	for _, k := range slices.Sorted(maps.Keys(found)) {
-		ks = append(ks, Key(k))
-	}
-	reset, sealed, err := g.staging.ResetIn(ctx, st, ks)
-	if err != nil {
-		return nil, err
-	}
-	if !sealed {
-		writesUnknown.Inc()
-		return nil, fmt.Errorf("reset on branch %s of repository %s: its staging token %s was retired and dropped while the reset was in flight: %w",
-			branch, repo.RepositoryID, st, ErrAmbiguous)
-	}
-	rest := []Key{}
-	for i, k := range ks {
-		if !reset[i] {
-			rest = append(rest, k)
-		}
-	}
-	return rest, nil
+	return !again && err == nil, err
 }
 
 // publishOverrides is step 4 of resetStaged: it writes the override token
@@ -721,15 +634,13 @@ func (g *Graveler) stagedIn(ctx context.Context, toks []StagingToken, sc resetSc
 		n := 0 // keys this token stages in scope
 		if !sc.prefix {
 			its[0].Close()
-			for _, k := range sc.keys() {
-				v, err := g.staging.Get(ctx, st, k)
-				switch {
-				case err == nil:
-					out.found[string(k)] = append(out.found[string(k)], cloneValue(v))
-					n++
-				case !errors.Is(err, ErrNotFound):
-					return nil, err
-				}
+			v, err := g.staging.Get(ctx, st, sc.key)
+			switch {
+			case err == nil:
+				out.found[string(sc.key)] = append(out.found[string(sc.key)], cloneValue(v))
+				n++
+			case !errors.Is(err, ErrNotFound):
+				return nil, err
 			}
 		} else {
 			it := its[0]
@@ -764,22 +675,11 @@ func (g *Graveler) stagedIn(ctx context.Context, toks []StagingToken, sc resetSc
 // delete.
 func (g *Graveler) rangeDeletedIn(ctx context.Context, repo *RepositoryRecord, b *Branch, sc resetScope, rng []Key, found map[string][]*Value) error {
 	if !sc.prefix {
-		var ks []string
-		for _, k := range sc.keys() {
-			if _, ok := covering(rng, k); ok {
-				ks = append(ks, string(k))
-			}
+		v, err := g.baseValues(ctx, repo, b, []string{string(sc.key)})
+		if err == nil && v[0] != nil {
+			found[string(sc.key)] = append(found[string(sc.key)], nil)
 		}
-		v, err := g.baseValues(ctx, repo, b, ks)
-		if err != nil {
-			return err
-		}
-		for i, k := range ks {
-			if v[i] != nil {
-				found[k] = append(found[k], nil)
-			}
-		}
-		return nil
+		return err
 	}
 	c, err := g.refs.GetCommit(ctx, repo, b.CommitID)
 	if err != nil {

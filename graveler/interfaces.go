@@ -169,14 +169,12 @@ type StagingManager interface {
 	// Sealed reports whether st carries its seal marker: a branch update
 	// stopped naming it, and no staged write applies to it since.
 	Sealed(ctx context.Context, st StagingToken) (bool, error)
-	// ResetIn reports which of ks (keys st staged) st holds a reset
-	// record for (DropKey, DropByPrefix), each read at one instant with
-	// st's seal marker; sealed is false when the marker or one of the
-	// keys was missing (st is being dropped).
-	ResetIn(ctx context.Context, st StagingToken, ks []Key) (reset []bool, sealed bool, err error)
-	// DropKey removes whatever is staged for key (not a tombstone: nothing).
+	// DropKey removes whatever is staged for key (not a tombstone:
+	// nothing); ErrRangeInScope while a range tombstone of st covers key.
 	DropKey(ctx context.Context, st StagingToken, key Key) error
-	// DropByPrefix removes everything staged under prefix.
+	// DropByPrefix removes everything staged under prefix, key by key,
+	// with no check of the token's range tombstones (resets use DropKey
+	// and RangeStager.ResetPrefix, which have one).
 	DropByPrefix(ctx context.Context, st StagingToken, prefix Key) error
 	// Drop removes a whole token's partition, in bounded chunks.
 	Drop(ctx context.Context, st StagingToken) error

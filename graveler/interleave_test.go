@@ -1131,11 +1131,11 @@ func TestLaterResetKeepsOverride(t *testing.T) {
 }
 
 // TestResetsDoNotPileTokens: resets add sealed tokens only for what a
-// sealed token stages. A reset of a key under a prefix deleted in the
-// staging token, with no commit in flight, writes the key's value into
-// the staging token; after a commit in flight took one key and landed,
-// the override token stays alone. Either way, later resets of freshly
-// staged keys drop them from the staging token and add nothing.
+// sealed token or a range tombstone stages. A reset of a key under a
+// prefix deleted in the staging token publishes an override token above
+// it (two sealed tokens); after a commit in flight took one key and
+// landed, the override token stays alone. Either way, later resets of
+// freshly staged keys drop them from the staging token and add nothing.
 func TestResetsDoNotPileTokens(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, store kv.Store) {
 		resetFresh := func(p *pauseFixture, sealed int) {
@@ -1161,10 +1161,8 @@ func TestResetsDoNotPileTokens(t *testing.T) {
 				t.Fatal(err)
 			}
 			p.want("main", "d/1", "old")
-			resetFresh(p, 0)
-			// The value written over the range tombstone is not a change
-			// a later reset drops: the tombstone keeps the key on the
-			// same path.
+			resetFresh(p, 2)
+			// The override is not a change a later reset drops.
 			if err := p.reset(p.ctx, graveler.ResetTypeKey, "d/1"); err != nil {
 				t.Fatal(err)
 			}
@@ -1285,5 +1283,99 @@ func TestOverridePublishDeadline(t *testing.T) {
 		}
 		p.release(hold, commit)
 		p.want("main", "k", "new")
+	})
+}
+
+// TestResetUnderDeletePrefixVsHeadMove: a merge (or a reset hard without
+// force) found main clean; before its head update, a DeletePrefix and a
+// reset of a key under it. The reset's override token carries the old
+// head's value: the head update must not slip under it, so it is refused
+// as over a dirty branch, and the key shows the head it was computed on.
+func TestResetUnderDeletePrefixVsHeadMove(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, store kv.Store) {
+		for _, tc := range []struct {
+			name string
+			move func(ctx context.Context, p *pauseFixture, older graveler.CommitID) error
+		}{
+			{"merge", func(ctx context.Context, p *pauseFixture, _ graveler.CommitID) error {
+				_, _, err := p.g.Merge(ctx, p.repo, "main", "dev", graveler.MergeParams{})
+				return err
+			}},
+			{"reset-hard", func(ctx context.Context, p *pauseFixture, older graveler.CommitID) error {
+				_, err := p.g.ResetHard(ctx, p.repo, "main", graveler.Ref(older), graveler.ResetHardOptions{})
+				return err
+			}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				p := newPauseFixture(t, store, graveler.Config{})
+				p.set("main", "a/x", "older")
+				older := p.commit("main", "older")
+				p.set("main", "a/x", "1")
+				p.commit("main", "base")
+				if _, err := p.g.CreateBranch(p.ctx, p.repo, "dev", "main"); err != nil {
+					t.Fatal(err)
+				}
+				p.set("dev", "a/x", "dev")
+				p.commit("dev", "dev work")
+				err := p.race(p.branchOp("setif", "main"), func(ctx context.Context) error { return tc.move(ctx, p, older) }, func() {
+					p.deletePrefix("main", "a/")
+					if err := p.reset(p.ctx, graveler.ResetTypeKey, "a/x"); err != nil {
+						t.Fatal(err)
+					}
+					p.want("main", "a/x", "1")
+				})
+				if !errors.Is(err, graveler.ErrDirtyBranch) {
+					t.Fatalf("%s over a reset's override token: %v, want ErrDirtyBranch", tc.name, err)
+				}
+				p.want("main", "a/x", "1")
+				p.commitAllowEmpty("main")
+				p.want("main@", "a/x", "1")
+			})
+		}
+	})
+}
+
+// TestStaleResetDropUnderDeletePrefix: a reset of a/x reads the staging
+// token (a/x staged, no range tombstone) and is held before its drop;
+// meanwhile a DeletePrefix of a/ lands, then a second reset of a/x, or a
+// write of it. Released, the drop must not turn what followed into a
+// reset record under the tombstone (a/x would read deleted, which no
+// order of the operations gives): the token refuses it, and the held
+// reset's next round decides on what is staged now.
+func TestStaleResetDropUnderDeletePrefix(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, store kv.Store) {
+		for _, tc := range []struct {
+			name string
+			then func(p *pauseFixture)
+			want []string // the values allowed
+		}{
+			{"second-reset", func(p *pauseFixture) {
+				if err := p.reset(p.ctx, graveler.ResetTypeKey, "a/x"); err != nil {
+					p.t.Fatal(err)
+				}
+				p.want("main", "a/x", "old")
+			}, []string{"old"}},
+			// The held reset before the delete: w; after the write: old.
+			{"write", func(p *pauseFixture) { p.set("main", "a/x", "w") }, []string{"old", "w"}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				p := newPauseFixture(t, store, graveler.Config{})
+				p.stageOverBase("a/x")
+				st := p.branch("main").StagingToken
+				err := p.race(stagedWrite(st, "a/x"), func(ctx context.Context) error {
+					return p.reset(ctx, graveler.ResetTypeKey, "a/x")
+				}, func() {
+					p.deletePrefix("main", "a/")
+					tc.then(p)
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				v, err := p.get("main", "a/x")
+				if !slices.Contains(tc.want, v) {
+					t.Fatalf("a/x = %q, %v; want one of %q", v, err, tc.want)
+				}
+			})
+		}
 	})
 }

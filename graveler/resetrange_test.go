@@ -355,8 +355,11 @@ func TestResetPrefixRangeThenSeal(t *testing.T) {
 
 // TestResetPrefixDeleteRangeMeanwhile: a range tombstone staged into the
 // prefix after the reset read the branch's tokens makes the token refuse
-// the reset range; the reset drops the staged entries instead, and the
-// range tombstone, a write concurrent with the reset, is kept.
+// the reset range (hiding entries would not undo the tombstone). The next
+// round finds the tombstone and publishes an override token above the
+// token, which it seals: the reset takes effect after the prefix delete
+// and discards it too, so every key under the prefix shows its head
+// value.
 func TestResetPrefixDeleteRangeMeanwhile(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, store kv.Store) {
 		p := newPauseFixture(t, store, graveler.Config{})
@@ -373,21 +376,27 @@ func TestResetPrefixDeleteRangeMeanwhile(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantRows(t, "ranges", rangesIn(t, p.inner, st), "p/x/")
-		wantRows(t, "stored under p/", storedUnder(t, p.inner, st, "p/"), "p/x/2(reset)", "p/y/1(reset)")
+		wantRows(t, "stored under p/", storedUnder(t, p.inner, st, "p/"), "p/x/2", "p/y/1")
+		b := p.branch("main")
+		if len(b.OverrideTokens) != 1 || !slices.Equal(b.SealedTokens, []graveler.StagingToken{b.OverrideTokens[0], st}) {
+			t.Fatalf("branch %+v, want an override token above the sealed token", b)
+		}
+		wantRows(t, "overrides", storedUnder(t, p.inner, b.OverrideTokens[0], "p/"), "p/x/1", "p/x/2", "p/y/1")
 		check := func(ref string) {
 			t.Helper()
-			p.wantMissing(ref, "p/x/1")
+			p.want(ref, "p/x/1", "old")
 			p.wantMissing(ref, "p/x/2")
 			p.want(ref, "p/y/1", "old")
 		}
 		check("main")
-		p.commit("main", "next")
+		p.commitAllowEmpty("main")
 		check("main@")
 	})
 }
 
 // TestResetPrefixTokenFull: a token at its limit of ranges takes no reset
-// range; the reset drops the staged entries instead.
+// range; the reset hides the staged entries under an override token
+// instead, above the token, which it seals.
 func TestResetPrefixTokenFull(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, store kv.Store) {
 		g := gravelertest.New(t, store, gravelertest.Options{Staging: staging.Config{MaxRangeTombstones: 1}})
@@ -407,8 +416,11 @@ func TestResetPrefixTokenFull(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantRows(t, "ranges", rangesIn(t, store, b.StagingToken), "a/(reset)")
-		wantRows(t, "stored under b/", storedUnder(t, store, b.StagingToken, "b/"), "b/1(reset)", "b/2(reset)")
+		if len(b.OverrideTokens) != 1 || len(b.SealedTokens) != 2 || b.SealedTokens[0] != b.OverrideTokens[0] {
+			t.Fatalf("branch %+v, want an override token above the sealed token", b.Branch)
+		}
+		wantRows(t, "ranges", rangesIn(t, store, b.SealedTokens[1]), "a/(reset)")
+		wantRows(t, "overrides", storedUnder(t, store, b.OverrideTokens[0], ""), "b/1", "b/2")
 		for _, ref := range []string{"main", string(f.commitAllowEmpty("main"))} {
 			f.want(ref, "a/1", "old")
 			f.wantMissing(ref, "a/2")

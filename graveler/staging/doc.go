@@ -57,9 +57,9 @@
 // records not written (the others were, before the retirement).
 // DropByPrefix scans and writes reset records in chunks, holding one chunk
 // of keys at a time (ResetPrefix discards the same entries in one write).
-// Sealed and ResetIn read a retired token's seal marker (with its reset
-// records) so that a writer whose fence ran after the retirement can tell
-// what of its write the sealing commit read.
+// Sealed reads a retired token's seal marker so that a writer whose fence
+// ran after the retirement can tell whether the sealing update came after
+// its write.
 //
 // Reads: List is lazy and paged. It reads nothing until the first Next or
 // SeekGE (then the ranges record, then entries); its first page is small (Config.ListFirstPageSize) and pages

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -166,48 +167,6 @@ func (m *Manager) SetBatch(ctx context.Context, st graveler.StagingToken, record
 	return &graveler.PartlyStagedError{Unapplied: rest, Err: err}
 }
 
-// ResetIn reports, for each of ks, whether token st holds a reset record
-// for it. Each key is read at one instant with st's seal marker (in
-// requests of up to kv.MaxSetAndReadOps records). Every key of ks must
-// have had a record in st: a staged entry is never deleted, only written
-// over, so a missing one means st is being dropped (entries go before the
-// marker), and sealed is false then, as when the marker itself is
-// missing: what st held cannot be read any more.
-func (m *Manager) ResetIn(ctx context.Context, st graveler.StagingToken, ks []graveler.Key) (reset []bool, sealed bool, err error) {
-	p, err := partition(st)
-	if err != nil {
-		return nil, false, fmt.Errorf("staging: resets in token %q: %w", st, err)
-	}
-	reset = make([]bool, len(ks))
-	per := kv.MaxSetAndReadOps - 1
-	for lo := 0; lo < len(ks); lo += per {
-		hi := min(lo+per, len(ks))
-		refs := make([]kv.KeyRef, 0, hi-lo+1)
-		refs = append(refs, sealedRef(p))
-		for _, k := range ks[lo:hi] {
-			refs = append(refs, kv.KeyRef{Partition: p, Key: keys.Entry(k)})
-		}
-		got, err := kv.GetMany(ctx, m.store, refs)
-		if err != nil {
-			return nil, false, storeErr(err, "resets in token %q", st)
-		}
-		if got[0].Predicate.IsAbsent() {
-			return nil, false, nil
-		}
-		for i, e := range got[1:] {
-			if e.Predicate.IsAbsent() {
-				return nil, false, nil
-			}
-			_, r, err := decode(e.Value)
-			if err != nil {
-				return nil, false, fmt.Errorf("staging: resets in token %q: key %s: %w", st, qkey(ks[lo+i]), err)
-			}
-			reset[lo+i] = r
-		}
-	}
-	return reset, true, nil
-}
-
 // Sealed reports whether st carries its seal marker: a branch update
 // stopped naming it as a staging token (a commit sealed it, a reset
 // replaced it) and no staged write applies to it since. A token dropped
@@ -303,7 +262,13 @@ func (m *Manager) forEach(ctx context.Context, n int, f func(i int) error) error
 // land after the reset (etcdkv's guarded writes), while a record written
 // at a later revision stops every earlier attempt. Dropping a key with
 // nothing staged is not an error; in a retired token it writes nothing and
-// fails with graveler.ErrStagingTokenSealed.
+// fails with graveler.ErrStagingTokenSealed. While a range tombstone of the
+// token covers key it writes nothing and fails with
+// graveler.ErrRangeInScope: a reset record reads as nothing staged, so the
+// tombstone would show through it, deleting the key where a reset should
+// show what lies below. The record is written in one step with a check of
+// the token's ranges record as read (absent, or unchanged), so a
+// DeletePrefix that lands meanwhile makes it read again.
 func (m *Manager) DropKey(ctx context.Context, st graveler.StagingToken, key graveler.Key) error {
 	p, err := partition(st)
 	if err == nil {
@@ -312,21 +277,50 @@ func (m *Manager) DropKey(ctx context.Context, st graveler.StagingToken, key gra
 	if err != nil {
 		return fmt.Errorf("staging: drop key %s in token %q: %w", qkey(key), st, err)
 	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("staging: drop key %s in token %q: %w", qkey(key), st, err)
+	reset := kv.Write{Partition: p, Key: keys.Entry(key), Value: encodeReset()}
+	ref := rangesRef(p)
+	for range maxRangeRetries {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("staging: drop key %s in token %q: %w", qkey(key), st, err)
+		}
+		got, err := kv.GetMany(ctx, m.store, []kv.KeyRef{ref, sealedRef(p)})
+		if err != nil {
+			return storeErr(err, "drop key %s in token %q", qkey(key), st)
+		}
+		if !got[1].Predicate.IsAbsent() {
+			return sealedErr(p)
+		}
+		if got[0].Predicate.IsAbsent() {
+			_, applied, err := kv.SetAndReadUnless(ctx, m.store, []kv.KeyRef{sealedRef(p), ref}, []kv.Write{reset}, nil)
+			if err != nil {
+				return storeErr(err, "drop key %s in token %q", qkey(key), st)
+			}
+			if applied {
+				return nil
+			}
+			continue // sealed, or a range record written meanwhile
+		}
+		rs, err := decodeRanges(st, got[0])
+		if err != nil {
+			return err
+		}
+		if i := slices.IndexFunc(rs, func(t rangeTombstone) bool { return !t.reset && bytes.HasPrefix(key, t.prefix) }); i >= 0 {
+			return fmt.Errorf("staging: drop key %s in token %q: range tombstone %s: %w", qkey(key), st, qkey(rs[i].prefix), graveler.ErrRangeInScope)
+		}
+		// The record is written again as read, every revision resolved,
+		// so that it moves: a range added since the read fails the guard.
+		err = kv.SetIfWith(ctx, m.store, ref.Partition, ref.Key, encodeRanges(rs, nil), got[0].Predicate, []kv.KeyRef{sealedRef(p)}, []kv.Write{reset})
+		if errors.Is(err, kv.ErrPredicateFailed) {
+			continue
+		}
+		if err != nil {
+			return storeErr(err, "drop key %s in token %q", qkey(key), st)
+		}
+		return nil
 	}
-	if err := m.dropUnsealed(ctx, p, keys.Entry(key)); err != nil {
-		return storeErr(err, "drop key %s in token %q", qkey(key), st)
-	}
-	return nil
+	return fmt.Errorf("staging: drop key %s in token %q: %w", qkey(key), st, graveler.ErrTooManyRetries)
 }
 
-// dropUnsealed writes a reset record for one kv key of the token whose
-// partition is p, unless the token is retired
-// (graveler.ErrStagingTokenSealed): a reset's removal changes a token no
-// more than a write does once a commit sealed it. Otherwise unconditional
-// by design: a reset is a write of "nothing" that races concurrent writes
-// of the key like any write.
 func (m *Manager) dropUnsealed(ctx context.Context, p, key []byte) error {
 	return m.setUnsealed(ctx, kv.Write{Partition: p, Key: key, Value: encodeReset()})
 }

@@ -110,6 +110,7 @@ func runSuite(t *testing.T, store kv.Store) {
 		{"SetBatch", testSetBatch},
 		{"SetBatchValidation", testSetBatchValidation},
 		{"DropKey", testDropKey},
+		{"DropKeyUnderRanges", testDropKeyUnderRanges},
 		{"DropByPrefix", testDropByPrefix},
 		{"DropByPrefixChunks", testDropByPrefixChunks},
 		{"Drop", testDrop},
@@ -290,6 +291,47 @@ func testDropKey(e *env) {
 	}
 	if got := keysOf(e.list(e.m, st)); !slices.Equal(got, []string{"keep"}) {
 		t.Errorf("List = %q", got)
+	}
+}
+
+// testDropKeyUnderRanges: a key a range tombstone of the token covers is
+// not dropped (ErrRangeInScope, nothing written: a reset record would let
+// the tombstone show through); a reset range, or a tombstone of another
+// prefix, does not stop it, and the ranges record reads the same after.
+func testDropKeyUnderRanges(e *env) {
+	t, st := e.t, e.token("x")
+	e.set(st, "d/1", val("1"))
+	e.set(st, "r/1", val("1"))
+	e.set(st, "k", val("1"))
+	if err := e.m.DeletePrefix(e.ctx, st, graveler.Key("d/")); err != nil {
+		t.Fatal(err)
+	}
+	e.set(st, "d/2", val("2")) // after the tombstone: survives it
+	if err := e.m.ResetPrefix(e.ctx, st, graveler.Key("r/")); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"d/1", "d/2"} {
+		if err := e.m.DropKey(e.ctx, st, graveler.Key(k)); !errors.Is(err, graveler.ErrRangeInScope) {
+			t.Fatalf("DropKey(%s) under a range tombstone: %v, want ErrRangeInScope", k, err)
+		}
+	}
+	if v, err := e.m.Get(e.ctx, st, graveler.Key("d/2")); err != nil || !sameValue(v, val("2")) {
+		t.Fatalf("d/2 after a refused drop: %+v, %v", v, err)
+	}
+	for _, k := range []string{"k", "r/1", "r/2"} {
+		if err := e.m.DropKey(e.ctx, st, graveler.Key(k)); err != nil {
+			t.Fatalf("DropKey(%s): %v", k, err)
+		}
+		if _, err := e.m.Get(e.ctx, st, graveler.Key(k)); !errors.Is(err, graveler.ErrEntryNotFound) {
+			t.Errorf("after DropKey(%s): Get = %v, want ErrEntryNotFound", k, err)
+		}
+	}
+	_, prefixes, err := e.m.ListRanged(e.ctx, st)
+	if err != nil || len(prefixes) != 1 || string(prefixes[0]) != "d/" {
+		t.Fatalf("range tombstones after the drops: %q, %v", prefixes, err)
+	}
+	if got := keysOf(e.list(e.m, st)); !slices.Equal(got, []string{"d/1", "d/2"}) {
+		t.Errorf("List = %q, want the tombstone of d/1 and d/2", got)
 	}
 }
 
