@@ -456,8 +456,7 @@ func (g *Graveler) resetRound(ctx context.Context, repo *RepositoryRecord, branc
 	if in.inSealed || len(in.rng) > 0 {
 		// Step 4. Overrides are computed on H0, which holds every token
 		// read: the branch must not change before they are published.
-		done, err := g.publishOverrides(ctx, repo, branch, h0, found, in.inStaging)
-		return done, err
+		return g.publishOverrides(ctx, repo, branch, h0, found, in.inStaging)
 	}
 	// Step 3.
 	st := b.StagingToken
@@ -470,15 +469,15 @@ func (g *Graveler) resetRound(ctx context.Context, repo *RepositoryRecord, branc
 	case g.ranger != nil:
 		// One record write hides the whole scope.
 		err = g.ranger.ResetPrefix(ctx, st, sc.key)
-		if errors.Is(err, ErrTooManyRangeTombstones) {
-			// The token's range record is full: hide the scope under
-			// an override token instead.
-			done, err := g.publishOverrides(ctx, repo, branch, h0, found, true)
-			return done, err
-		}
 	default:
-		done, err := g.publishOverrides(ctx, repo, branch, h0, found, true)
-		return done, err
+		err = ErrTooManyRangeTombstones
+	}
+	if errors.Is(err, ErrTooManyRangeTombstones) || errors.Is(err, ErrTooManyRetries) {
+		// The token cannot take a reset range (its range record is full,
+		// or the staging manager has none), or its range record is too
+		// busy to take the reset record: hide the scope under an override
+		// token instead.
+		return g.publishOverrides(ctx, repo, branch, h0, found, true)
 	}
 	if errors.Is(err, ErrStagingTokenSealed) || errors.Is(err, ErrRangeInScope) {
 		// Sealed since step 1, a commit may be reading st: nothing was
@@ -525,6 +524,9 @@ func (g *Graveler) publishOverrides(ctx context.Context, repo *RepositoryRecord,
 	// not sent at all (a write whose caller gave up is never sent).
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.OverridePublishWithin)
 	defer cancel()
+	if err := g.dropMasked(ctx, h0, found); err != nil || len(found) == 0 {
+		return err == nil, err
+	}
 	keys := slices.Sorted(maps.Keys(found))
 	base, err := g.baseValues(ctx, repo, h0, keys)
 	if err != nil {
@@ -568,6 +570,34 @@ func (g *Graveler) publishOverrides(ctx context.Context, repo *RepositoryRecord,
 	resetOverrideTokens.Inc()
 	g.cache.put(repo, branch, published)
 	return true, nil
+}
+
+// dropMasked removes from found the keys whose newest record on b (in
+// its tokens, newest first, a range tombstone counting for the keys it
+// covers) is in an override token: what change tokens stage for them lies
+// below that token, which already shows the base, so a reset has nothing
+// to discard there (and a repeated reset publishes nothing again).
+func (g *Graveler) dropMasked(ctx context.Context, b *Branch, found map[string][]*Value) error {
+	if len(b.OverrideTokens) == 0 {
+		return nil
+	}
+	toks := tokens(b)
+	for k := range found {
+		for _, st := range toks {
+			_, err := g.staging.Get(ctx, st, Key(k))
+			if errors.Is(err, ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if slices.Contains(b.OverrideTokens, st) {
+				delete(found, k)
+			}
+			break
+		}
+	}
+	return nil
 }
 
 // baseValues returns the values of keys under b's change tokens: in its

@@ -1379,3 +1379,33 @@ func TestStaleResetDropUnderDeletePrefix(t *testing.T) {
 		}
 	})
 }
+
+// TestRepeatedResetUnderDeletePrefix: resetting a key again and again,
+// with nothing written in between, under a prefix deleted in the staging
+// token (a key of the head, and one that is nowhere): the first reset of
+// the head's key publishes an override token; later resets find it the
+// newest record of the key, or nothing to discard, and publish nothing.
+func TestRepeatedResetUnderDeletePrefix(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, store kv.Store) {
+		p := newPauseFixture(t, store, graveler.Config{})
+		p.stageOverBase("p/k")
+		p.deletePrefix("main", "p/")
+		sealed := -1
+		for i := range 2 * graveler.DefaultMaxSealedTokens {
+			for _, k := range []string{"p/k", "p/none"} {
+				if err := p.reset(p.ctx, graveler.ResetTypeKey, k); err != nil {
+					t.Fatalf("reset %d of %s: %v (sealed tokens %d)", i, k, err, len(p.branch("main").SealedTokens))
+				}
+			}
+			n := len(p.branch("main").SealedTokens)
+			if sealed >= 0 && n != sealed {
+				t.Fatalf("round %d: %d sealed tokens, %d after the first", i, n, sealed)
+			}
+			sealed = n
+		}
+		p.want("main", "p/k", "old")
+		p.wantMissing("main", "p/none")
+		p.commitAllowEmpty("main")
+		p.want("main@", "p/k", "old")
+	})
+}

@@ -6,11 +6,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"graveler/graveler"
+	"graveler/internal/ctxtime"
 	"graveler/keys"
 	"graveler/kv"
 )
@@ -279,7 +282,10 @@ func (m *Manager) DropKey(ctx context.Context, st graveler.StagingToken, key gra
 	}
 	reset := kv.Write{Partition: p, Key: keys.Entry(key), Value: encodeReset()}
 	ref := rangesRef(p)
-	for range maxRangeRetries {
+	for attempt := range maxDropRetries {
+		if attempt > 0 && !ctxtime.Sleep(ctx, dropBackoff(attempt)) {
+			return fmt.Errorf("staging: drop key %s in token %q: %w", qkey(key), st, ctx.Err())
+		}
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("staging: drop key %s in token %q: %w", qkey(key), st, err)
 		}
@@ -309,7 +315,7 @@ func (m *Manager) DropKey(ctx context.Context, st graveler.StagingToken, key gra
 		}
 		// The record is written again as read, every revision resolved,
 		// so that it moves: a range added since the read fails the guard.
-		err = kv.SetIfWith(ctx, m.store, ref.Partition, ref.Key, encodeRanges(rs, nil), got[0].Predicate, []kv.KeyRef{sealedRef(p)}, []kv.Write{reset})
+		err = kv.SetIfWith(ctx, m.store, ref.Partition, ref.Key, encodeRanges(rs, nil, false), got[0].Predicate, []kv.KeyRef{sealedRef(p)}, []kv.Write{reset})
 		if errors.Is(err, kv.ErrPredicateFailed) {
 			continue
 		}
@@ -319,6 +325,19 @@ func (m *Manager) DropKey(ctx context.Context, st graveler.StagingToken, key gra
 		return nil
 	}
 	return fmt.Errorf("staging: drop key %s in token %q: %w", qkey(key), st, graveler.ErrTooManyRetries)
+}
+
+// maxDropRetries bounds DropKey's compare-and-swaps of a token's ranges
+// record; each lost one means another drop, DeletePrefix or ResetPrefix of
+// the token won.
+const maxDropRetries = 200
+
+// dropBackoff is how long DropKey waits before its retry number attempt
+// (1-based): drops of one token's keys compete for its ranges record, so
+// they spread out, uniformly below min(20ms, 1ms<<attempt).
+func dropBackoff(attempt int) time.Duration {
+	ceiling := min(20*time.Millisecond, time.Millisecond<<min(attempt, 10))
+	return time.Duration(rand.Int64N(int64(ceiling))) + 1
 }
 
 func (m *Manager) dropUnsealed(ctx context.Context, p, key []byte) error {

@@ -3,6 +3,7 @@ package staging
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"slices"
@@ -143,11 +144,16 @@ func decodeRanges(st graveler.StagingToken, e kv.Entry) (rangeSet, error) {
 	return rs, nil
 }
 
-func encodeRanges(rs rangeSet, latest []byte) []byte {
-	m := &stagingpb.RangeTombstones{FormatVersion: rangesFormatDelete}
+// encodeRanges encodes rs with a fresh write id. With hasLatest, the range
+// of prefix latest is the one being written: it carries revision 0 (the
+// record's own); every other range carries its resolved revision.
+func encodeRanges(rs rangeSet, latest []byte, hasLatest bool) []byte {
+	wid := make([]byte, 16)
+	_, _ = rand.Read(wid) // never fails (crypto/rand aborts the process instead)
+	m := &stagingpb.RangeTombstones{FormatVersion: rangesFormatDelete, WriteId: wid}
 	for _, t := range rs {
 		rev := t.rev
-		if bytes.Equal(t.prefix, latest) {
+		if hasLatest && bytes.Equal(t.prefix, latest) {
 			rev = 0
 		}
 		if t.reset {
@@ -272,7 +278,7 @@ func (m *Manager) putRange(ctx context.Context, st graveler.StagingToken, prefix
 		// Written only while the token is not retired, like any staged
 		// write; a failed guard (the record moved or the token was
 		// retired) reads both again.
-		err = kv.SetIfWith(ctx, m.store, ref.Partition, ref.Key, encodeRanges(rs, prefix), pred, []kv.KeyRef{sealedRef(p)}, nil)
+		err = kv.SetIfWith(ctx, m.store, ref.Partition, ref.Key, encodeRanges(rs, prefix, true), pred, []kv.KeyRef{sealedRef(p)}, nil)
 		if errors.Is(err, kv.ErrPredicateFailed) {
 			continue
 		}

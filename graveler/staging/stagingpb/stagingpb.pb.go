@@ -134,6 +134,11 @@ type RangeTombstones struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	FormatVersion uint32                 `protobuf:"varint,1,opt,name=format_version,json=formatVersion,proto3" json:"format_version,omitempty"`
 	Tombstones    []*RangeTombstone      `protobuf:"bytes,2,rep,name=tombstones,proto3" json:"tombstones,omitempty"`
+	// write_id is random per write: a write that stores the ranges it read
+	// again (a key's reset record is written with it) is still told from
+	// another write of the same ranges when an ambiguous compare-and-swap is
+	// settled from the store's history. Readers ignore it.
+	WriteId       []byte `protobuf:"bytes,3,opt,name=write_id,json=writeId,proto3" json:"write_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -178,6 +183,13 @@ func (x *RangeTombstones) GetFormatVersion() uint32 {
 func (x *RangeTombstones) GetTombstones() []*RangeTombstone {
 	if x != nil {
 		return x.Tombstones
+	}
+	return nil
+}
+
+func (x *RangeTombstones) GetWriteId() []byte {
+	if x != nil {
+		return x.WriteId
 	}
 	return nil
 }
@@ -263,12 +275,13 @@ const file_stagingpb_proto_rawDesc = "" +
 	"\bidentity\x18\x02 \x01(\fR\bidentity\x12\x12\n" +
 	"\x04data\x18\x03 \x01(\fR\x04data\x12\x1c\n" +
 	"\ttombstone\x18\x04 \x01(\bR\ttombstone\x12\x14\n" +
-	"\x05reset\x18\x05 \x01(\bR\x05reset\"}\n" +
+	"\x05reset\x18\x05 \x01(\bR\x05reset\"\x98\x01\n" +
 	"\x0fRangeTombstones\x12%\n" +
 	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12C\n" +
 	"\n" +
 	"tombstones\x18\x02 \x03(\v2#.graveler.staging.v1.RangeTombstoneR\n" +
-	"tombstones\"e\n" +
+	"tombstones\x12\x19\n" +
+	"\bwrite_id\x18\x03 \x01(\fR\awriteId\"e\n" +
 	"\x0eRangeTombstone\x12\x16\n" +
 	"\x06prefix\x18\x01 \x01(\fR\x06prefix\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\x03R\brevision\x12\x1f\n" +
