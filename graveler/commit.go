@@ -90,11 +90,12 @@ func (g *Graveler) contendedUpdate(ctx context.Context, repo *RepositoryRecord, 
 // commit is one pass of the flow; absorbed reports that it committed the
 // branch's existing sealed tokens without sealing its staging token.
 func (g *Graveler) commit(ctx context.Context, repo *RepositoryRecord, branch BranchID, params CommitParams) (CommitID, bool, error) {
-	var toks []StagingToken
+	var toks, overrides []StagingToken
 	var base CommitID
 	absorb, clean := false, false
 	err := g.contendedUpdate(ctx, repo, branch, func(cur *Branch) (*Branch, error) {
 		base = cur.CommitID
+		overrides = cur.OverrideTokens
 		if !params.AllowEmpty && len(cur.SealedTokens) == 0 {
 			// Nothing staged: every write acknowledged before this commit
 			// started is in this token or already committed, so this
@@ -130,7 +131,16 @@ func (g *Graveler) commit(ctx context.Context, repo *RepositoryRecord, branch Br
 	baseMR := baseCommit.MetaRangeID
 	allowEmpty := params.AllowEmpty
 	for attempt := 0; ; attempt++ {
-		mr, err := g.applyTokens(ctx, repo, baseMR, toks, allowEmpty)
+		// Override tokens that correct the head make a change of the
+		// branch even where the tree comes out the same (a delete staged
+		// over a correction that restored the key): the commit must not
+		// answer "no changes" while consuming them, since a later reset
+		// would show something else than before.
+		corrects, err := g.overridesEffective(ctx, repo, &Branch{CommitID: base, SealedTokens: toks, OverrideTokens: overrides})
+		if err != nil {
+			return "", absorb, err
+		}
+		mr, err := g.applyTokens(ctx, repo, baseMR, toks, allowEmpty || corrects)
 		noChanges := errors.Is(err, ErrNoChanges)
 		if err != nil && !noChanges {
 			return "", absorb, err
@@ -509,6 +519,9 @@ func (g *Graveler) resetRound(ctx context.Context, repo *RepositoryRecord, branc
 // (done false otherwise, R dropped): above the staging token, which it
 // seals, when above is set, otherwise below it.
 func (g *Graveler) publishOverrides(ctx context.Context, repo *RepositoryRecord, branch BranchID, h0 *Branch, found map[string][]*Value, above bool) (bool, error) {
+	if err := g.dropMasked(ctx, h0, found); err != nil || len(found) == 0 {
+		return err == nil, err
+	}
 	added := 1
 	if above {
 		added = 2 // R and the staging token it seals
@@ -524,9 +537,6 @@ func (g *Graveler) publishOverrides(ctx context.Context, repo *RepositoryRecord,
 	// not sent at all (a write whose caller gave up is never sent).
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.OverridePublishWithin)
 	defer cancel()
-	if err := g.dropMasked(ctx, h0, found); err != nil || len(found) == 0 {
-		return err == nil, err
-	}
 	keys := slices.Sorted(maps.Keys(found))
 	base, err := g.baseValues(ctx, repo, h0, keys)
 	if err != nil {

@@ -1409,3 +1409,66 @@ func TestRepeatedResetUnderDeletePrefix(t *testing.T) {
 		p.want("main@", "p/k", "old")
 	})
 }
+
+// TestCommitConsumingCorrectionIsACommit: an override token corrects the
+// head (a reset overlapped a commit that landed the prefix delete it
+// discarded), and a delete staged over it leaves the branch's view equal
+// to the head's tree. A commit then consumes the correction: it must be a
+// commit, not "no changes" (nothing committed), since what a reset shows
+// afterwards changes with it.
+func TestCommitConsumingCorrectionIsACommit(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, store kv.Store) {
+		p := newPauseFixture(t, store, graveler.Config{})
+		p.set("main", "p/b", "old")
+		p.commit("main", "base")
+		p.deletePrefix("main", "p/")
+		hold, done, _ := p.holdCommit("main")
+		if err := p.reset(p.ctx, graveler.ResetTypeKey, "p/b"); err != nil {
+			t.Fatal(err)
+		}
+		p.release(hold, done)
+		p.wantMissing("main@", "p/b") // the commit landed the delete
+		p.want("main", "p/b", "old")
+		if err := p.g.Delete(p.ctx, p.repo, "main", graveler.Key("p/b")); err != nil {
+			t.Fatal(err)
+		}
+		p.wantMissing("main", "p/b")
+		id := p.commit("main", "consumes the correction")
+		if p.head("main") != id {
+			t.Fatalf("head %s, want the commit %s", p.head("main"), id)
+		}
+		if err := p.reset(p.ctx, graveler.ResetTypeKey, "p/b"); err != nil {
+			t.Fatal(err)
+		}
+		p.wantMissing("main", "p/b")
+		p.wantMissing("main@", "p/b")
+	})
+}
+
+// TestMaskedResetNotRefusedAtBound: a reset with nothing left to discard
+// (its key's newest record is an override token) publishes nothing, so it
+// succeeds even when the branch holds MaxSealedTokens sealed tokens (here
+// left by commits whose head update was never sent).
+func TestMaskedResetNotRefusedAtBound(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, store kv.Store) {
+		p := newPauseFixture(t, store, graveler.Config{})
+		p.stageOverBase("p/k")
+		p.deletePrefix("main", "p/")
+		if err := p.reset(p.ctx, graveler.ResetTypeKey, "p/k"); err != nil {
+			t.Fatal(err)
+		}
+		for len(p.branch("main").SealedTokens) < graveler.DefaultMaxSealedTokens {
+			err := p.giveUp(kvtest.Before, p.commitHeadUpdate("main"), func(ctx context.Context) error {
+				_, err := p.g.Commit(ctx, p.repo, "main", graveler.CommitParams{Committer: "t", Message: "fails", AllowEmpty: true})
+				return err
+			})
+			if err == nil {
+				t.Fatal("a commit whose head update was never sent succeeded")
+			}
+		}
+		if err := p.reset(p.ctx, graveler.ResetTypeKey, "p/k"); err != nil {
+			t.Fatalf("a reset with nothing to discard, at the bound: %v", err)
+		}
+		p.want("main", "p/k", "old")
+	})
+}
