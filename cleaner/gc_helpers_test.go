@@ -421,6 +421,10 @@ func (f *faultyBlobs) Stat(ctx context.Context, ns graveler.StorageNamespace, na
 	return st, err
 }
 
+func (f *faultyBlobs) Sync(ctx context.Context, ns graveler.StorageNamespace) error {
+	return f.do(func() error { return f.BlobStore.Sync(ctx, ns) })
+}
+
 func (f *faultyBlobs) Touch(ctx context.Context, ns graveler.StorageNamespace, name string) error {
 	return f.do(func() error { return f.BlobStore.Touch(ctx, ns, name) })
 }

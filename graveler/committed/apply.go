@@ -274,7 +274,7 @@ func (w *writer) put(ref objectRef, data []byte) error {
 			w.mu.Unlock()
 			return
 		}
-		w.m.fresh.set(rangeCacheKey(w.ns, name), at, 1)
+		w.m.fresh.set(rangeCacheKey(w.ns, name), at)
 	}()
 	return nil
 }
@@ -337,6 +337,11 @@ func (w *writer) finish() (graveler.MetaRangeID, error) {
 		id := graveler.MetaRangeID(contentID(data))
 		if err := w.m.blobs.Put(w.ctx, w.ns, metaRangeBlobName(id), data); err != nil {
 			return "", fmt.Errorf("committed: write metarange %s: %w", id, err)
+		}
+		// The caller may record id in a commit as soon as this returns;
+		// every object under it must survive a crash by then.
+		if err := w.m.blobs.Sync(w.ctx, w.ns); err != nil {
+			return "", fmt.Errorf("committed: make tree %s durable: %w", id, err)
 		}
 		n := &treeNode{level: l, children: p.children, size: size, stored: len(data)}
 		w.m.nodes.add(rangeCacheKey(w.ns, string(id)), n, n.stored)
@@ -427,14 +432,14 @@ func (m *Manager) refreshOne(ctx context.Context, ns graveler.StorageNamespace, 
 		return fmt.Errorf("committed: %s, referenced by the tree being written: %w", name, err)
 	}
 	if m.cfg.Now().Sub(st.ModTime) < half {
-		m.fresh.set(key, st.ModTime, 1)
+		m.fresh.set(key, st.ModTime)
 		return nil
 	}
 	at := m.cfg.Now()
 	if err := m.blobs.Touch(ctx, ns, name); err != nil {
 		return fmt.Errorf("committed: refresh %s, referenced by the tree being written: %w", name, err)
 	}
-	m.fresh.set(key, at, 1)
+	m.fresh.set(key, at)
 	return nil
 }
 

@@ -45,6 +45,12 @@ type BlobStore interface {
 	// as they are; an error wrapping ErrBlobNotFound when it is missing
 	// (Touch never creates an object).
 	Touch(ctx context.Context, ns graveler.StorageNamespace, name string) error
+	// Sync makes every object Put or Touched in ns before the call
+	// durable: once it returns, a crash of the machine loses none of them.
+	// A tree's writer calls it before it returns the tree's ID, which a
+	// commit record may name at once. Stores that persist each Put before
+	// it returns (S3) and stores that persist nothing (mem://) return nil.
+	Sync(ctx context.Context, ns graveler.StorageNamespace) error
 	// Close releases open buckets.
 	Close() error
 }

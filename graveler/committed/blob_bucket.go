@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"gocloud.dev/blob"
@@ -358,11 +359,46 @@ func (s *blobBucketStore) Stat(ctx context.Context, ns graveler.StorageNamespace
 	if err != nil {
 		return BlobInfo{}, err
 	}
+	if p, ok := filePath(ns, name); ok {
+		// fileblob's Attributes also looks for a sidecar and opens the
+		// file for its content type; a tree write asks this of every
+		// child its new nodes name (tens of thousands in a large tree).
+		fi, err := os.Stat(p)
+		if err == nil && !fi.Mode().IsRegular() {
+			err = &fs.PathError{Op: "stat", Path: p, Err: syscall.EISDIR}
+		}
+		if err != nil {
+			if fileNotFound(err) {
+				return BlobInfo{}, fmt.Errorf("stat %s %q: %w", ns, name, ErrBlobNotFound)
+			}
+			return BlobInfo{}, fmt.Errorf("stat %s %q: %w", ns, name, err)
+		}
+		return BlobInfo{Name: name, Size: fi.Size(), ModTime: fi.ModTime()}, nil
+	}
 	a, err := b.Attributes(ctx, name)
 	if err != nil {
 		return BlobInfo{}, blobMapErr("stat", ns, name, err)
 	}
 	return BlobInfo{Name: name, Size: a.Size, ModTime: a.ModTime}, nil
+}
+
+// Sync flushes a file:// namespace's file system (see fileSync); the
+// other backends have nothing to flush.
+func (s *blobBucketStore) Sync(ctx context.Context, ns graveler.StorageNamespace) error {
+	if _, err := s.bucket(ctx, ns); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	u, _ := url.Parse(string(ns)) // bucket() parsed it already
+	if u.Scheme != "file" {
+		return nil
+	}
+	if err := fileSync(filepath.Clean(filepath.FromSlash(u.Path))); err != nil {
+		return fmt.Errorf("sync %s: %w", ns, err)
+	}
+	return nil
 }
 
 // Touch refreshes an object's modification time the cheapest way each

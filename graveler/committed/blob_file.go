@@ -49,13 +49,22 @@ var fileTempSeq atomic.Uint64
 
 // fileWriteRenamed writes data to a new temporary file next to p and
 // renames it onto p, replacing any file there.
-func fileWriteRenamed(p string, data []byte) error {
+func fileWriteRenamed(p string, data []byte) error { return writeRenamed(p, data, false) }
+
+// fileWriteRenamedSync is fileWriteRenamed with the file fsynced before
+// its rename.
+func fileWriteRenamedSync(p string, data []byte) error { return writeRenamed(p, data, true) }
+
+func writeRenamed(p string, data []byte, sync bool) error {
 	tmp := p + "." + strconv.FormatInt(time.Now().UnixNano(), 16) + "-" + strconv.FormatUint(fileTempSeq.Add(1), 16) + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
 	if err != nil {
 		return err
 	}
 	_, err = f.Write(data)
+	if err == nil && sync {
+		err = f.Sync()
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

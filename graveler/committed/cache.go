@@ -453,6 +453,10 @@ func (c *CachedBlobStore) Touch(ctx context.Context, ns graveler.StorageNamespac
 	return c.inner.Touch(ctx, ns, name)
 }
 
+func (c *CachedBlobStore) Sync(ctx context.Context, ns graveler.StorageNamespace) error {
+	return c.inner.Sync(ctx, ns)
+}
+
 func (c *CachedBlobStore) Delete(ctx context.Context, ns graveler.StorageNamespace, name string) error {
 	if err := ValidateBlobName(name); err != nil {
 		return err

@@ -89,6 +89,16 @@
 // reading either, descending one level at a time where they differ; Get
 // and SeekGE descend one path.
 //
+// # Durability
+//
+// A tree's ID is handed out only once every object under it is durable,
+// since a commit record naming it may be stored at once: after writing
+// the root, the writer calls BlobStore.Sync. A file:// namespace writes
+// each object without an fsync and syncs with one syncfs of its file
+// system there (on Linux; elsewhere every object is fsynced as it is
+// written), which also covers the touched objects' times and the new
+// directory entries; an S3 Put is durable when it returns.
+//
 // # Caches
 //
 // Decoded inner nodes are kept in an LRU bounded by their stored bytes
@@ -126,9 +136,11 @@
 // passed-through subtree: those belong to the base's tree, which a
 // collection that read the base's commit marks whole. Two rules follow:
 // the collector's grace is at least GCGrace, and a commit stores its
-// record within GCGrace/2 of writing its root. A Manager remembers (up
-// to 65,536 objects) when it last knew an object fresh, so a commit asks
-// the store about an object at most once per GCGrace/2. An object a new
+// record within GCGrace/2 of writing its root. A Manager remembers (for
+// between half a million and a million objects, about 30 MB) when it last
+// knew an object fresh, so a commit asks the store about an object at
+// most once per GCGrace/2: a commit of 1,000 scattered keys into 10M
+// entries names about 88,000 children. An object a new
 // node would reference that is gone fails the write. What the grace
 // cannot cover, a collector deleting an old object in the instant a
 // commit stores it again (its Stat then its Delete), is closed outside

@@ -26,9 +26,9 @@ const (
 	DefaultNodeCacheBytes  = 64 << 20
 	DefaultRangeCacheBytes = 64 << 20
 	DefaultGCGrace         = 6 * time.Hour
-	// freshnessEntries bounds how many objects a Manager remembers as
-	// recently written or touched, to spare them a Stat.
-	freshnessEntries = 1 << 16
+	// freshnessGeneration is half the objects a Manager remembers as
+	// recently written or touched, to spare them a Stat (see freshness).
+	freshnessGeneration = 1 << 19
 	// refreshParallelism bounds the Stats and Touches one tree write has
 	// in flight.
 	refreshParallelism = 16
@@ -135,7 +135,7 @@ type Manager struct {
 	// fresh maps an object (rangeCacheKey of its blob name) to a time its
 	// modification time is known to be no older than: when this Manager
 	// wrote, touched or statted it.
-	fresh *lru[time.Time]
+	fresh *freshness
 }
 
 type rangeLoad struct {
@@ -155,7 +155,7 @@ func NewManager(blobs BlobStore, cfg Config) *Manager {
 		nodes:   newLRU[*treeNode](cfg.NodeCacheBytes),
 		ranges:  newLRU[*rangeFile](cfg.RangeCacheBytes),
 		loading: map[string]*rangeLoad{},
-		fresh:   newLRU[time.Time](freshnessEntries),
+		fresh:   newFreshness(freshnessGeneration),
 	}
 }
 

@@ -55,6 +55,7 @@ func RunWithOptions(t *testing.T, newStore NewStoreFunc, opts Options) {
 		{"ListInvalidPrefixes", testListInvalidPrefixes},
 		{"ListWhileWriting", testListWhileWriting},
 		{"Stat", testStat},
+		{"Sync", testSync},
 		{"Touch", func(t *testing.T, s committed.BlobStore, ns graveler.StorageNamespace) { testTouch(t, s, ns, opts.Age) }},
 	}
 	for _, tc := range tests {
@@ -522,6 +523,29 @@ func testStat(t *testing.T, s committed.BlobStore, ns graveler.StorageNamespace)
 	}
 	if _, err := s.Stat(ctx, ns, "dir"); !errors.Is(err, committed.ErrBlobNotFound) {
 		t.Fatalf("Stat of a name that only prefixes objects = %v, want ErrBlobNotFound", err)
+	}
+}
+
+// testSync: Sync succeeds with and without objects written, leaves them
+// as they were, and honours a cancelled context.
+func testSync(t *testing.T, s committed.BlobStore, ns graveler.StorageNamespace) {
+	ctx := context.Background()
+	if err := s.Sync(ctx, ns); err != nil {
+		t.Fatalf("Sync of a namespace with nothing written: %v", err)
+	}
+	data := randomBytes(11, 5000)
+	mustPut(t, s, ns, "ranges/synced", data)
+	if err := s.Touch(ctx, ns, "ranges/synced"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Sync(ctx, ns); err != nil {
+		t.Fatalf("Sync: %v", err)
+	}
+	mustGet(t, s, ns, "ranges/synced", data)
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := s.Sync(cctx, ns); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Sync with a cancelled context = %v, want context.Canceled", err)
 	}
 }
 

@@ -1,0 +1,197 @@
+package committed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"graveler/graveler"
+)
+
+// crashStore models a machine whose file system keeps writes in memory
+// until synced: Put lands in a volatile layer that Sync makes durable and
+// crash drops. Reads see both layers, as a running machine does.
+type crashStore struct {
+	BlobStore // the durable layer
+	mu        sync.Mutex
+	pending   map[string][]byte // ns + "\x00" + name
+	syncs     int
+}
+
+func (s *crashStore) Put(ctx context.Context, ns graveler.StorageNamespace, name string, data []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pending[string(ns)+"\x00"+name] = append([]byte(nil), data...)
+	return nil
+}
+
+func (s *crashStore) Get(ctx context.Context, ns graveler.StorageNamespace, name string) ([]byte, error) {
+	s.mu.Lock()
+	data, ok := s.pending[string(ns)+"\x00"+name]
+	s.mu.Unlock()
+	if ok {
+		return append([]byte(nil), data...), nil
+	}
+	return s.BlobStore.Get(ctx, ns, name)
+}
+
+func (s *crashStore) Exists(ctx context.Context, ns graveler.StorageNamespace, name string) (bool, error) {
+	s.mu.Lock()
+	_, ok := s.pending[string(ns)+"\x00"+name]
+	s.mu.Unlock()
+	if ok {
+		return true, nil
+	}
+	return s.BlobStore.Exists(ctx, ns, name)
+}
+
+func (s *crashStore) Stat(ctx context.Context, ns graveler.StorageNamespace, name string) (BlobInfo, error) {
+	if err := s.flush(ctx, ns, name); err != nil {
+		return BlobInfo{}, err
+	}
+	return s.BlobStore.Stat(ctx, ns, name)
+}
+
+func (s *crashStore) Touch(ctx context.Context, ns graveler.StorageNamespace, name string) error {
+	if err := s.flush(ctx, ns, name); err != nil {
+		return err
+	}
+	return s.BlobStore.Touch(ctx, ns, name)
+}
+
+// flush makes one pending object durable, where the test needs the
+// durable layer to describe it (Stat, Touch): the model errs towards
+// durability there, never towards loss.
+func (s *crashStore) flush(ctx context.Context, ns graveler.StorageNamespace, name string) error {
+	s.mu.Lock()
+	data, ok := s.pending[string(ns)+"\x00"+name]
+	delete(s.pending, string(ns)+"\x00"+name)
+	s.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	return s.BlobStore.Put(ctx, ns, name, data)
+}
+
+func (s *crashStore) Sync(ctx context.Context, ns graveler.StorageNamespace) error {
+	s.mu.Lock()
+	s.syncs++
+	var names []string
+	for k := range s.pending {
+		if strings.HasPrefix(k, string(ns)+"\x00") {
+			names = append(names, strings.TrimPrefix(k, string(ns)+"\x00"))
+		}
+	}
+	s.mu.Unlock()
+	for _, name := range names {
+		if err := s.flush(ctx, ns, name); err != nil {
+			return err
+		}
+	}
+	return s.BlobStore.Sync(ctx, ns)
+}
+
+// crash loses every write not synced and reports how many there were.
+func (s *crashStore) crash() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := len(s.pending)
+	s.pending = map[string][]byte{}
+	return n
+}
+
+// TestTreeDurableWhenIDReturned: once a tree write (bulk, Apply, Merge)
+// returns an ID, which a commit may record at once, a crash loses none of
+// the tree's objects. The store loses every write not synced, so a writer
+// that handed out an ID before syncing fails here.
+func TestTreeDurableWhenIDReturned(t *testing.T) {
+	ctx := context.Background()
+	durable := NewBucketStore(BucketConfig{})
+	t.Cleanup(func() { durable.Close() })
+	ns := graveler.StorageNamespace("mem://durability")
+	store := &crashStore{BlobStore: durable, pending: map[string][]byte{}}
+	cfg := multiLevelConfig()
+	m := NewManager(store, cfg)
+
+	check := func(what string, id graveler.MetaRangeID, want []graveler.ValueRecord) {
+		t.Helper()
+		if lost := store.crash(); lost != 0 {
+			t.Fatalf("%s: %d objects were still unsynced when the tree's ID was returned", what, lost)
+		}
+		// A restarted daemon: nothing cached.
+		fresh := NewManager(durable, cfg)
+		if err := CheckTreeStored(ctx, durable, ns, id); err != nil {
+			t.Fatalf("%s: after a crash: %v", what, err)
+		}
+		it, err := fresh.List(ctx, ns, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := collect(t, it)
+		if err := sameRecords(got, want); err != nil {
+			t.Fatalf("%s: after a crash: %v", what, err)
+		}
+	}
+
+	recs := numbered(400, "v")
+	base := write(t, m, ns, recs)
+	if root, err := ReadTreeNode(ctx, durable, ns, base); err != nil || root.Level < 3 {
+		t.Fatalf("base tree: %v (want 3 levels or more)", err)
+	}
+	check("bulk write", base, recs)
+
+	var changes []graveler.ValueRecord
+	want := append([]graveler.ValueRecord(nil), recs...)
+	for i := 7; i < len(recs); i += 37 {
+		r := rec(string(recs[i].Key), fmt.Sprint("w", i), "changed")
+		changes = append(changes, r)
+		want[i] = r
+	}
+	applied, _, err := m.Apply(ctx, ns, base, newSliceIter(changes), graveler.ApplyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("apply", applied, want)
+
+	other, _, err := m.Apply(ctx, ns, base, newSliceIter([]graveler.ValueRecord{rec("zz-new", "n", "n")}), graveler.ApplyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("apply of a new key", other, append(append([]graveler.ValueRecord(nil), recs...), rec("zz-new", "n", "n")))
+	merged, _, err := m.Merge(ctx, ns, applied, other, base, graveler.MergeStrategyNone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("merge", merged, append(append([]graveler.ValueRecord(nil), want...), rec("zz-new", "n", "n")))
+	if store.syncs == 0 {
+		t.Fatal("no tree write synced the store")
+	}
+}
+
+// TestFileSyncErrors: Sync of a file:// namespace whose directory cannot
+// be opened says so instead of reporting the namespace durable.
+func TestFileSyncErrors(t *testing.T) {
+	ns, dir := fileNS(t)
+	blobs := NewBucketStore(BucketConfig{})
+	t.Cleanup(func() { blobs.Close() })
+	ctx := context.Background()
+	if err := blobs.Put(ctx, ns, "ranges/a", []byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := blobs.Sync(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := blobs.Sync(ctx, ns); err == nil || errors.Is(err, context.Canceled) {
+		t.Fatalf("Sync of a namespace whose directory is gone = %v, want an error", err)
+	}
+}
