@@ -241,3 +241,127 @@ func (s *Store) createdBetween(ctx context.Context, k string, value []byte, afte
 	}
 	return 0, fmt.Errorf("%w: from revision %d", errWatchClosed, after+1)
 }
+
+// DeleteIfWith is DeleteIf whose transaction also puts also: one guard
+// (the key at pred), the delete and the puts, at one revision.
+func (s *Store) DeleteIfWith(ctx context.Context, partition, key []byte, pred kv.Predicate, also []kv.Write) error {
+	start := time.Now()
+	err := s.deleteIfWith(ctx, partition, key, pred, also)
+	observe("deleteif_with", start, err)
+	return err
+}
+
+func (s *Store) deleteIfWith(ctx context.Context, partition, key []byte, pred kv.Predicate, also []kv.Write) error {
+	what := fmt.Sprintf("deleteif %q in partition %q with %d more keys", key, partition, len(also))
+	if err := s.checkWrite(ctx, what); err != nil {
+		return err
+	}
+	k, cmps, ops, err := s.deleteIfWithTxn(partition, key, pred, also)
+	if err != nil {
+		return err
+	}
+	failed := func() error {
+		return fmt.Errorf("%w: delete %q in partition %q: changed since %v", kv.ErrPredicateFailed, key, partition, pred)
+	}
+	err = s.casWrite(ctx, what, cmps, ops, failed, func(firstErr error) error {
+		return s.settleDeleteIfWith(ctx, k, pred, also, cmps, ops, what, firstErr, failed)
+	})
+	if errors.Is(err, kv.ErrQuotaExceeded) {
+		return s.noSpaceDeleteIfWith(ctx, what, k, pred, also, err)
+	}
+	return err
+}
+
+// deleteIfWithTxn checks a DeleteIfWith and builds its transaction: the
+// key's guard; the delete, then the puts of also.
+func (s *Store) deleteIfWithTxn(partition, key []byte, pred kv.Predicate, also []kv.Write) (string, []clientv3.Cmp, []clientv3.Op, error) {
+	if pred.IsAbsent() {
+		return "", nil, nil, fmt.Errorf("etcdkv: conditional delete of %q in partition %q expects it missing: there is nothing to delete", key, partition)
+	}
+	if len(also) > 0 {
+		if err := kv.CheckCondWrite(nil, append([]kv.Write{{Partition: partition, Key: key}}, also...), nil); err != nil {
+			return "", nil, nil, err
+		}
+	}
+	if err := s.cfg.Limits.CheckKey(partition, key); err != nil {
+		return "", nil, nil, err
+	}
+	k := s.etcdKey(partition, key)
+	ops := make([]clientv3.Op, 0, 1+len(also))
+	ops = append(ops, clientv3.OpDelete(k))
+	for _, w := range also {
+		if err := s.cfg.Limits.CheckWrite(w.Partition, w.Key, w.Value); err != nil {
+			return "", nil, nil, err
+		}
+		ops = append(ops, clientv3.OpPut(s.etcdKey(w.Partition, w.Key), string(w.Value)))
+	}
+	return k, []clientv3.Cmp{s.guard(k, pred)}, ops, nil
+}
+
+// settleDeleteIfWith decides the outcome of a DeleteIfWith whose first
+// attempt failed with firstErr after it may have been applied: it re-sends
+// the same transaction, reading k when the guard fails, and then k's
+// history decides (deleteIfWithVerdict).
+func (s *Store) settleDeleteIfWith(ctx context.Context, k string, pred kv.Predicate, also []kv.Write, cmps []clientv3.Cmp, ops []clientv3.Op, what string, firstErr error, failed func() error) error {
+	return s.settleGuarded(ctx, what, firstErr, failed, func(c context.Context) (verdict, int64, error) {
+		resp, err := s.cli.Txn(c).If(cmps...).Then(ops...).Else(clientv3.OpGet(k)).Commit()
+		if err != nil {
+			return undecided, 0, err
+		}
+		s.saw(resp.Header)
+		if resp.Succeeded {
+			return applied, resp.Header.Revision, nil
+		}
+		return s.deleteIfWithVerdict(c, k, pred, also, elseKV(resp))
+	})
+}
+
+// deleteIfWithVerdict tells from k's history whether a DeleteIfWith
+// guarded by pred applied, cur being k as read since (nil: missing). It
+// could apply only while k was at pred, so only as k's first change after
+// pred, a deletion at some revision R; and it put also's first key at R
+// too. A deletion at pred without that put was another deleter's, which
+// our guard then lost to.
+func (s *Store) deleteIfWithVerdict(ctx context.Context, k string, pred kv.Predicate, also []kv.Write, cur *mvccpb.KeyValue) (verdict, int64, error) {
+	if cur != nil && cur.ModRevision == pred.Version() {
+		return notApplied, 0, nil
+	}
+	ev, err := s.firstChangeAfter(ctx, k, pred.Version(), cur)
+	if err != nil || ev == nil || ev.Type != mvccpb.DELETE {
+		return notApplied, 0, err
+	}
+	at := ev.Kv.ModRevision
+	if len(also) == 0 {
+		return applied, at, nil
+	}
+	w := also[0]
+	resp, err := s.cli.Get(ctx, s.etcdKey(w.Partition, w.Key), clientv3.WithRev(at))
+	if err != nil {
+		return undecided, 0, fmt.Errorf("read %q at revision %d: %w", w.Key, at, err)
+	}
+	if len(resp.Kvs) == 1 && resp.Kvs[0].ModRevision == at && bytes.Equal(resp.Kvs[0].Value, w.Value) {
+		return applied, at, nil
+	}
+	return notApplied, 0, nil
+}
+
+// noSpaceDeleteIfWith decides a DeleteIfWith that etcd answered NOSPACE
+// (its puts cost quota) from k's history, without re-sending: refused
+// (the answer, kv.ErrQuotaExceeded) unless the history shows it applied.
+func (s *Store) noSpaceDeleteIfWith(ctx context.Context, what, k string, pred kv.Predicate, also []kv.Write, refused error) error {
+	cur, _, err := s.currentKey(ctx, k)
+	if err != nil {
+		return noSpaceAmbiguous(what, refused, fmt.Sprintf("reading the key to tell whether it applied failed (%v)", err))
+	}
+	v, rev, err := s.deleteIfWithVerdict(ctx, k, pred, also, cur)
+	switch {
+	case isCompacted(err):
+		return noSpaceAmbiguous(what, refused, "the key's history cannot tell whether it applied")
+	case err != nil:
+		return noSpaceAmbiguous(what, refused, fmt.Sprintf("the key's history, which tells whether it applied, could not be read (%v)", err))
+	case v == applied:
+		kv.NoteWrite(ctx, rev)
+		return nil
+	}
+	return refused
+}

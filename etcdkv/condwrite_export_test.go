@@ -19,6 +19,16 @@ func (s *Store) SettleSetIfWithForTest(ctx context.Context, partition, key, valu
 	return s.settleSetIfWith(ctx, k, value, pred, cmps, ops, sentAfter, "test", errFirstAttempt, predicateFailed)
 }
 
+// SettleDeleteIfWithForTest runs the settle path of DeleteIfWith as if
+// its first attempt had failed ambiguously.
+func (s *Store) SettleDeleteIfWithForTest(ctx context.Context, partition, key []byte, pred kv.Predicate, also []kv.Write) error {
+	k, cmps, ops, err := s.deleteIfWithTxn(partition, key, pred, also)
+	if err != nil {
+		return err
+	}
+	return s.settleDeleteIfWith(ctx, k, pred, also, cmps, ops, "test", errFirstAttempt, predicateFailed)
+}
+
 // SettleSetAndReadUnlessForTest runs the settle path of SetAndReadUnless
 // as if its first round had failed ambiguously.
 func (s *Store) SettleSetAndReadUnlessForTest(ctx context.Context, absent []kv.KeyRef, writes []kv.Write, reads []kv.KeyRef) ([]kv.Entry, bool, error) {

@@ -140,6 +140,82 @@ func TestSettleSetIfWith(t *testing.T) {
 	})
 }
 
+// TestSettleDeleteIfWith: an ambiguous DeleteIfWith is reported as what
+// happened. Its deletion and its put of also share a revision, which
+// tells it apart from another deleter's deletion of the same version.
+func TestSettleDeleteIfWith(t *testing.T) {
+	const alsoValue = "sealed-by-me"
+	also := func(f *settleFixture) []kv.Write {
+		return []kv.Write{{Partition: f.part, Key: []byte("also"), Value: []byte(alsoValue)}}
+	}
+	deleteIfWith := func(t *testing.T, f *settleFixture) {
+		t.Helper()
+		if err := f.s.DeleteIfWith(t.Context(), f.part, f.key, f.pred, also(f)); err != nil {
+			t.Fatalf("first attempt: %v", err)
+		}
+	}
+	cases := []settleCase{
+		{name: "not applied, unchanged: applied now", value: "", setup: func(t *testing.T, f *settleFixture) {
+			f.set(t, "v0")
+			f.read(t)
+		}},
+		{name: "applied", value: "", setup: func(t *testing.T, f *settleFixture) {
+			f.set(t, "v0")
+			f.read(t)
+			deleteIfWith(t, f)
+		}},
+		{name: "applied, then created again", value: "again", setup: func(t *testing.T, f *settleFixture) {
+			f.set(t, "v0")
+			f.read(t)
+			deleteIfWith(t, f)
+			f.set(t, "again")
+		}},
+		{name: "not applied, another deleter deleted that version", want: kv.ErrPredicateFailed, value: "", setup: func(t *testing.T, f *settleFixture) {
+			f.set(t, "v0")
+			f.read(t)
+			f.del(t)
+		}},
+		{name: "not applied, another deleter, then created again", want: kv.ErrPredicateFailed, value: "again", setup: func(t *testing.T, f *settleFixture) {
+			f.set(t, "v0")
+			f.read(t)
+			f.del(t)
+			f.set(t, "again")
+		}},
+		{name: "not applied, another writer changed it", want: kv.ErrPredicateFailed, value: "theirs", setup: func(t *testing.T, f *settleFixture) {
+			f.set(t, "v0")
+			f.read(t)
+			f.set(t, "theirs")
+		}},
+		{name: "applied, created again, history compacted", want: kv.ErrAmbiguous, value: "again", setup: func(t *testing.T, f *settleFixture) {
+			f.set(t, "v0")
+			f.read(t)
+			deleteIfWith(t, f)
+			f.set(t, "again")
+			f.compact(t)
+		}},
+	}
+	runSettleCases(t, cases, func(t *testing.T, f *settleFixture) error {
+		err := f.s.SettleDeleteIfWithForTest(f.ctx, f.part, f.key, f.pred, also(f))
+		if errors.Is(err, kv.ErrPredicateFailed) {
+			if kvs := f.atKey(t, []byte("also"), 0); len(kvs) != 0 {
+				t.Fatalf("settled as not applied, but also holds %q", kvs[0].Value)
+			}
+		}
+		return err
+	}, func(t *testing.T, f *settleFixture, rev int64) {
+		// The key deleted at that very revision, with also put there.
+		if kvs := f.at(t, rev); len(kvs) != 0 {
+			t.Fatalf("noted revision %d: the key is still there: %v", rev, kvs)
+		}
+		if kvs := f.at(t, rev-1); len(kvs) != 1 {
+			t.Fatalf("noted revision %d: the key was already missing before it", rev)
+		}
+		if kvs := f.atKey(t, []byte("also"), rev); len(kvs) != 1 || string(kvs[0].Value) != alsoValue || kvs[0].ModRevision != rev {
+			t.Fatalf("noted revision %d: also is %v", rev, kvs)
+		}
+	})
+}
+
 // TestSettleSetAndReadUnless: an ambiguous SetAndReadUnless whose
 // re-send finds the marker present ends kv.ErrAmbiguous, never "not
 // applied" (the first attempt may have applied before the marker, and a

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -518,7 +520,7 @@ func (g *Graveler) resetRound(ctx context.Context, repo *RepositoryRecord, branc
 // for the keys of found on h0 and publishes it if the branch is still h0
 // (done false otherwise, R dropped): above the staging token, which it
 // seals, when above is set, otherwise below it.
-func (g *Graveler) publishOverrides(ctx context.Context, repo *RepositoryRecord, branch BranchID, h0 *Branch, found map[string][]*Value, above bool) (bool, error) {
+func (g *Graveler) publishOverrides(ctx context.Context, repo *RepositoryRecord, branch BranchID, h0 *Branch, found map[string]struct{}, above bool) (bool, error) {
 	if err := g.dropMasked(ctx, h0, found); err != nil || len(found) == 0 {
 		return err == nil, err
 	}
@@ -587,28 +589,63 @@ func (g *Graveler) publishOverrides(ctx context.Context, repo *RepositoryRecord,
 // covers) is in an override token: what change tokens stage for them lies
 // below that token, which already shows the base, so a reset has nothing
 // to discard there (and a repeated reset publishes nothing again).
-func (g *Graveler) dropMasked(ctx context.Context, b *Branch, found map[string][]*Value) error {
+func (g *Graveler) dropMasked(ctx context.Context, b *Branch, found map[string]struct{}) error {
 	if len(b.OverrideTokens) == 0 {
 		return nil
 	}
 	toks := tokens(b)
-	for k := range found {
+	// masked answers for one key; a prefix reset may ask about many keys,
+	// each a round trip per token, so they are asked concurrently.
+	masked := func(k string) (bool, error) {
 		for _, st := range toks {
 			_, err := g.staging.Get(ctx, st, Key(k))
 			if errors.Is(err, ErrNotFound) {
 				continue
 			}
 			if err != nil {
-				return err
+				return false, err
 			}
-			if slices.Contains(b.OverrideTokens, st) {
-				delete(found, k)
+			return slices.Contains(b.OverrideTokens, st), nil
+		}
+		return false, nil
+	}
+	keys := slices.Collect(maps.Keys(found))
+	drop := make([]bool, len(keys))
+	errs := make([]error, min(dropMaskedParallelism, len(keys)))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := range errs {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(keys) || ctx.Err() != nil {
+					return
+				}
+				if drop[i], errs[w] = masked(keys[i]); errs[w] != nil {
+					next.Store(int64(len(keys))) // the others stop too
+					return
+				}
 			}
-			break
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for i, k := range keys {
+		if drop[i] {
+			delete(found, k)
 		}
 	}
 	return nil
 }
+
+// dropMaskedParallelism bounds the staged reads one reset has in flight
+// while it looks for keys an override token already masks.
+const dropMaskedParallelism = 16
 
 // baseValues returns the values of keys under b's change tokens: in its
 // override tokens, newest first, then in its head (nil: absent there, or a
@@ -646,9 +683,8 @@ func (g *Graveler) baseValues(ctx context.Context, repo *RepositoryRecord, b *Br
 
 // stagedScope is what a branch's change tokens stage in a reset's scope.
 type stagedScope struct {
-	// found holds, for each key, the values staged for it (nil: a
-	// tombstone), newest token first.
-	found map[string][]*Value
+	// found holds the keys staged in scope (a value or a tombstone).
+	found map[string]struct{}
 	// rng holds the prefixes of the range tombstones that reach into
 	// the scope.
 	rng []Key
@@ -660,7 +696,7 @@ type stagedScope struct {
 // stagedIn reads what toks (the staging token first, then sealed change
 // tokens) stage in scope.
 func (g *Graveler) stagedIn(ctx context.Context, toks []StagingToken, sc resetScope) (*stagedScope, error) {
-	out := &stagedScope{found: map[string][]*Value{}}
+	out := &stagedScope{found: map[string]struct{}{}}
 	for i, st := range toks {
 		its, ranges, err := g.tokenIterators(ctx, []StagingToken{st})
 		if err != nil {
@@ -674,10 +710,10 @@ func (g *Graveler) stagedIn(ctx context.Context, toks []StagingToken, sc resetSc
 		n := 0 // keys this token stages in scope
 		if !sc.prefix {
 			its[0].Close()
-			v, err := g.staging.Get(ctx, st, sc.key)
+			_, err := g.staging.Get(ctx, st, sc.key)
 			switch {
 			case err == nil:
-				out.found[string(sc.key)] = append(out.found[string(sc.key)], cloneValue(v))
+				out.found[string(sc.key)] = struct{}{}
 				n++
 			case !errors.Is(err, ErrNotFound):
 				return nil, err
@@ -690,7 +726,7 @@ func (g *Graveler) stagedIn(ctx context.Context, toks []StagingToken, sc resetSc
 				if !bytes.HasPrefix(rec.Key, sc.key) {
 					break
 				}
-				out.found[string(rec.Key)] = append(out.found[string(rec.Key)], cloneValue(rec.Value))
+				out.found[string(rec.Key)] = struct{}{}
 				n++
 			}
 			err = it.Err()
@@ -713,11 +749,11 @@ func (g *Graveler) stagedIn(ctx context.Context, toks []StagingToken, sc resetSc
 // rangeDeletedIn adds to found every key in scope that the base of b (its
 // override tokens over its head) holds under one of rng: a discarded
 // delete.
-func (g *Graveler) rangeDeletedIn(ctx context.Context, repo *RepositoryRecord, b *Branch, sc resetScope, rng []Key, found map[string][]*Value) error {
+func (g *Graveler) rangeDeletedIn(ctx context.Context, repo *RepositoryRecord, b *Branch, sc resetScope, rng []Key, found map[string]struct{}) error {
 	if !sc.prefix {
 		v, err := g.baseValues(ctx, repo, b, []string{string(sc.key)})
 		if err == nil && v[0] != nil {
-			found[string(sc.key)] = append(found[string(sc.key)], nil)
+			found[string(sc.key)] = struct{}{}
 		}
 		return err
 	}
@@ -745,7 +781,7 @@ func (g *Graveler) rangeDeletedIn(ctx context.Context, repo *RepositoryRecord, b
 			break
 		}
 		if _, ok := covering(rng, k); ok {
-			found[string(k)] = append(found[string(k)], nil)
+			found[string(k)] = struct{}{}
 		}
 	}
 	return it.Err()

@@ -63,6 +63,10 @@ func (s *getManyLog) SetAndReadUnless(ctx context.Context, absent []kv.KeyRef, w
 	return kv.SetAndReadUnless(ctx, s.Store, absent, writes, reads)
 }
 
+func (s *getManyLog) DeleteIfWith(ctx context.Context, partition, key []byte, pred kv.Predicate, also []kv.Write) error {
+	return kv.DeleteIfWith(ctx, s.Store, partition, key, pred, also)
+}
+
 func (s *getManyLog) SetIfWith(ctx context.Context, partition, key, value []byte, pred kv.Predicate, absent []kv.KeyRef, also []kv.Write) error {
 	return kv.SetIfWith(ctx, s.Store, partition, key, value, pred, absent, also)
 }

@@ -65,6 +65,11 @@ func (s *writeCounter) SetAndReadUnless(ctx context.Context, absent []kv.KeyRef,
 	return kv.SetAndReadUnless(ctx, s.Store, absent, writes, reads)
 }
 
+func (s *writeCounter) DeleteIfWith(ctx context.Context, partition, key []byte, pred kv.Predicate, also []kv.Write) error {
+	s.writes.Add(int64(1 + len(also)))
+	return kv.DeleteIfWith(ctx, s.Store, partition, key, pred, also)
+}
+
 func (s *writeCounter) SetIfWith(ctx context.Context, partition, key, value []byte, pred kv.Predicate, absent []kv.KeyRef, also []kv.Write) error {
 	s.writes.Add(int64(1 + len(also)))
 	return kv.SetIfWith(ctx, s.Store, partition, key, value, pred, absent, also)

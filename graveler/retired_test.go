@@ -332,3 +332,82 @@ func waitFor(t *testing.T, cond func() bool) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestWriteRacingBranchDeleteAndRecreate: a write to branch b that read b
+// (staging token T) before b was deleted and created again. A branch
+// delete seals T in the same step, so the writer learns what became of
+// its write instead of answering OUTCOME_UNKNOWN:
+//
+//   - held before the store saw it: the seal refuses it, and it goes to
+//     the new b, where it is visible;
+//   - held after it applied: it came before the delete, which discarded
+//     it with the old b; it is done, and not written into the new b.
+func TestWriteRacingBranchDeleteAndRecreate(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, store kv.Store) {
+		for _, tc := range []struct {
+			name  string
+			cfg   graveler.Config
+			match func(p *pauseFixture, st graveler.StagingToken) func(kvtest.Op) bool
+			write func(p *pauseFixture) error
+			w     string // what the write makes w read: "" missing
+		}{
+			{"set-batch", graveler.Config{}, func(p *pauseFixture, st graveler.StagingToken) func(kvtest.Op) bool { return stagedWrite(st, "w") },
+				func(p *pauseFixture) error {
+					return p.g.SetBatch(p.ctx, p.repo, "b", []*graveler.ValueRecord{{Key: graveler.Key("w"), Value: ptr(val("1"))}})
+				}, "1"},
+			{"delete-prefix", graveler.Config{}, func(p *pauseFixture, st graveler.StagingToken) func(kvtest.Op) bool {
+				return kvtest.OpOn(keys.StagingPartition(string(st)), keys.StagingRanges(), "setif")
+			}, func(p *pauseFixture) error { return p.g.DeletePrefix(p.ctx, p.repo, "b", graveler.Key("w")) }, ""},
+			{"set", graveler.Config{}, func(p *pauseFixture, st graveler.StagingToken) func(kvtest.Op) bool { return stagedWrite(st, "w") },
+				func(p *pauseFixture) error {
+					return p.g.Set(p.ctx, p.repo, "b", graveler.Key("w"), val("1"), graveler.SetOptions{})
+				}, "1"},
+			{"set-separate-fence", graveler.Config{SeparateFenceRead: true}, func(p *pauseFixture, st graveler.StagingToken) func(kvtest.Op) bool { return stagedWrite(st, "w") },
+				func(p *pauseFixture) error {
+					return p.g.Set(p.ctx, p.repo, "b", graveler.Key("w"), val("1"), graveler.SetOptions{})
+				}, "1"},
+		} {
+			for _, when := range []kvtest.When{kvtest.Before, kvtest.After} {
+				name := tc.name + "/held-before"
+				if when == kvtest.After {
+					name = tc.name + "/held-after"
+				}
+				t.Run(name, func(t *testing.T) {
+					p := newPauseFixture(t, store, tc.cfg)
+					p.set("main", "w", "0")
+					p.commit("main", "base")
+					if _, err := p.g.CreateBranch(p.ctx, p.repo, "b", "main"); err != nil {
+						t.Fatal(err)
+					}
+					old := p.branch("b").StagingToken
+					hold, done := p.heldAsync(when, tc.match(p, old), func() error { return tc.write(p) })
+					if err := p.g.DeleteBranch(p.ctx, p.repo, "b"); err != nil {
+						t.Fatalf("delete b: %v", err)
+					}
+					if _, err := p.g.CreateBranch(p.ctx, p.repo, "b", "main"); err != nil {
+						t.Fatalf("create b again: %v", err)
+					}
+					fresh := p.branch("b").StagingToken
+					p.release(hold, done)
+					if when == kvtest.Before {
+						// Refused by the seal, then written into the new b.
+						if tc.w == "" {
+							p.wantMissing("b", "w")
+						} else {
+							p.want("b", "w", tc.w)
+						}
+						if tokenEmpty(t, p, fresh) {
+							t.Fatal("the write did not go into the new branch's token")
+						}
+						return
+					}
+					// Applied before the delete: gone with the old b.
+					p.want("b", "w", "0")
+					if !tokenEmpty(t, p, fresh) {
+						t.Fatal("the write went again into the new branch's token")
+					}
+				})
+			}
+		}
+	})
+}

@@ -32,6 +32,13 @@ type CondWriter interface {
 	// also writes also in the same atomic step. ErrPredicateFailed when
 	// pred or an absence does not hold; nothing is written then.
 	SetIfWith(ctx context.Context, partition, key, value []byte, pred Predicate, absent []KeyRef, also []Write) error
+	// DeleteIfWith is DeleteIf that, when it applies, also writes also in
+	// the same atomic step; ErrPredicateFailed when the key is not at
+	// pred, and nothing is written then. pred names a version (Absent is
+	// ErrInvalidArgument: there is nothing to delete). Settled when
+	// ambiguous as DeleteIf is, except that a deletion at pred that did
+	// not write also's first key in the same step was not this call's.
+	DeleteIfWith(ctx context.Context, partition, key []byte, pred Predicate, also []Write) error
 }
 
 // CheckCondWrite checks the shape CondWriter requires beyond each key's
@@ -122,6 +129,59 @@ func (s *MemoryStore) SetIfWith(ctx context.Context, partition, key, value []byt
 	return nil
 }
 
+// DeleteIfWith checks and writes under one lock.
+func (s *MemoryStore) DeleteIfWith(ctx context.Context, partition, key []byte, pred Predicate, also []Write) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := checkDeleteIfWith(partition, key, pred, also); err != nil {
+		return err
+	}
+	for _, w := range also {
+		if err := s.limits.CheckWrite(w.Partition, w.Key, w.Value); err != nil {
+			return err
+		}
+	}
+	if err := s.limits.CheckKey(partition, key); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if err := s.checkPredLocked(partition, key, pred); err != nil {
+		return err
+	}
+	for _, w := range also {
+		if err := s.writeLocked(w.Partition, w.Key, w.Value, nil); err != nil {
+			return err
+		}
+	}
+	// pred named a version: the key is there.
+	t := s.partitions[string(partition)]
+	t.Delete(memItem{key: key})
+	s.version++
+	if t.Len() == 0 {
+		delete(s.partitions, string(partition))
+	}
+	NoteWrite(ctx, s.version)
+	return nil
+}
+
+// checkDeleteIfWith checks the shape DeleteIfWith requires: a version to
+// delete, and writes to keys distinct from it and from each other, within
+// MaxSetAndReadOps with the delete.
+func checkDeleteIfWith(partition, key []byte, pred Predicate, also []Write) error {
+	if pred.IsAbsent() {
+		return fmt.Errorf("kv: conditional delete of %q in partition %q expects it missing: there is nothing to delete", key, partition)
+	}
+	if len(also) == 0 {
+		return nil
+	}
+	return CheckCondWrite(nil, append([]Write{{Partition: partition, Key: key}}, also...), nil)
+}
+
 // checkPredLocked reports ErrPredicateFailed unless key is at pred; s.mu
 // is held.
 func (s *MemoryStore) checkPredLocked(partition, key []byte, pred Predicate) error {
@@ -178,6 +238,27 @@ func SetAndReadUnless(ctx context.Context, s Store, absent []KeyRef, writes []Wr
 	}
 	out, err := SetAndRead(ctx, s, writes, reads)
 	return out, err == nil, err
+}
+
+// DeleteIfWith runs s's CondWriter.DeleteIfWith. A store without the
+// ability gets a fallback of separate steps, DeleteIf then Set each of
+// also, which is not atomic.
+func DeleteIfWith(ctx context.Context, s Store, partition, key []byte, pred Predicate, also []Write) error {
+	if cw, ok := s.(CondWriter); ok {
+		return cw.DeleteIfWith(ctx, partition, key, pred, also)
+	}
+	if err := checkDeleteIfWith(partition, key, pred, also); err != nil {
+		return err
+	}
+	if err := s.DeleteIf(ctx, partition, key, pred); err != nil {
+		return err
+	}
+	for _, w := range also {
+		if err := s.Set(ctx, w.Partition, w.Key, w.Value); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // SetIfWith runs s's CondWriter.SetIfWith. A store without the ability

@@ -195,3 +195,24 @@ func TestFileSyncErrors(t *testing.T) {
 		t.Fatalf("Sync of a namespace whose directory is gone = %v, want an error", err)
 	}
 }
+
+// TestNamespaceMarkerDurable: the marker CheckNamespace writes (which the
+// cleaner needs to empty a deleted repository's namespace) survives a
+// crash right after it returns.
+func TestNamespaceMarkerDurable(t *testing.T) {
+	ctx := context.Background()
+	durable := NewBucketStore(BucketConfig{})
+	t.Cleanup(func() { durable.Close() })
+	ns := graveler.StorageNamespace("mem://marker-durability")
+	store := &crashStore{BlobStore: durable, pending: map[string][]byte{}}
+	if err := NewManager(store, Config{}).CheckNamespace(ctx, ns, "_graveler/marker", []byte("mine")); err != nil {
+		t.Fatal(err)
+	}
+	if lost := store.crash(); lost != 0 {
+		t.Fatalf("%d objects unsynced when CheckNamespace returned", lost)
+	}
+	got, err := durable.Get(ctx, ns, "_graveler/marker")
+	if err != nil || string(got) != "mine" {
+		t.Fatalf("after a crash: %q %v", got, err)
+	}
+}

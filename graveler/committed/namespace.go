@@ -10,12 +10,18 @@ import (
 
 var _ graveler.NamespaceChecker = (*Manager)(nil)
 
-// CheckNamespace writes data under name in ns and reads it back
+// CheckNamespace writes data under name in ns, durably, and reads it back
 // (graveler.NamespaceChecker). Existence is asked of the store behind any
 // local cache, so a namespace that accepted the write but cannot be read
 // fails here and not at the repository's first commit.
 func (m *Manager) CheckNamespace(ctx context.Context, ns graveler.StorageNamespace, name string, data []byte) error {
 	if err := m.blobs.Put(ctx, ns, name, data); err != nil {
+		return err
+	}
+	// The marker tells the cleaner whose namespace this is (it empties a
+	// deleted repository's namespace only under its marker), so it must
+	// outlive a crash as the repository record does.
+	if err := m.blobs.Sync(ctx, ns); err != nil {
 		return err
 	}
 	ok, err := m.blobs.Exists(ctx, ns, name)

@@ -226,7 +226,9 @@ func (m *Manager) BranchUpdate(ctx context.Context, repo *graveler.RepositoryRec
 // DeleteBranch deletes a branch. The staging and sealed tokens of the
 // version read are queued for the cleaner, then the record is removed with
 // DeleteIf at that version, so a crash leaks nothing and the tokens of
-// every version removed are queued. If the branch changed in between (a
+// every version removed are queued. The staging token's seal marker is
+// written in the same step (none when etcd is out of space), so no staged
+// write applies to it after the branch is gone. If the branch changed in between (a
 // commit, or a delete and re-create of the name), the newer version is
 // read and the same is done for it, with backoff, up to
 // Config.BranchUpdateMaxRetries times (then ErrTooManyRetries). A branch
@@ -251,7 +253,20 @@ func (m *Manager) DeleteBranch(ctx context.Context, repo *graveler.RepositoryRec
 			return fmt.Errorf("delete branch %s of repository %s: %w", id, repo.RepositoryID, err)
 		}
 		err := kv.Effect(ctx, func(ctx context.Context) error {
-			return m.store.DeleteIf(ctx, part, keys.Branch(string(id)), pred)
+			// The staging token stops taking writes in the same step as
+			// the branch goes, as when a branch update retires it: a
+			// writer that read the branch earlier, and finds the name
+			// created again by the time it looks, knows from the marker
+			// that its write applied before the delete (done) or not at
+			// all (to write into the new branch), instead of not knowing.
+			seal := kv.Write{Partition: keys.StagingPartition(string(b.StagingToken)), Key: keys.StagingSealed(), Value: []byte{}}
+			err := kv.DeleteIfWith(ctx, m.store, part, keys.Branch(string(id)), pred, []kv.Write{seal})
+			if errors.Is(err, kv.ErrQuotaExceeded) {
+				// etcd's NOSPACE alarm refuses the marker's put but not a
+				// delete, which frees space: delete without it.
+				err = m.store.DeleteIf(ctx, part, keys.Branch(string(id)), pred)
+			}
+			return err
 		})
 		if err == nil {
 			return nil

@@ -248,6 +248,75 @@ func testSetIfWith(t *testing.T, s kv.Store) {
 	mustMissing(t, s, "a canceled call", "tok", "e")
 }
 
+// testDeleteIfWith checks kv.DeleteIfWith, through the store's CondWriter
+// when it has one and through kv's fallback otherwise: the key deleted and
+// also written when the key is at pred, nothing otherwise.
+func testDeleteIfWith(t *testing.T, s kv.Store) {
+	mustSet(t, s, "meta", "branch", "b1")
+	_, old := mustGet(t, s, "meta", "branch")
+	mustSet(t, s, "meta", "branch", "b2")
+	_, cur := mustGet(t, s, "meta", "branch")
+	also := []kv.Write{wr("tok", "sealed", "s"), wr("other", "b", "2")}
+
+	c, rec := kv.WithRevisions(ctx)
+	if err := kv.DeleteIfWith(c, s, p("meta"), p("branch"), old, also); !errors.Is(err, kv.ErrPredicateFailed) {
+		t.Fatalf("stale predicate: want ErrPredicateFailed, got %v", err)
+	}
+	if v, pr := mustGet(t, s, "meta", "branch"); v != "b2" || pr != cur {
+		t.Fatalf("stale predicate: the key became %q %v", v, pr)
+	}
+	mustMissing(t, s, "a failed predicate", "tok", "sealed")
+	if err := kv.DeleteIfWith(c, s, p("meta"), p("branch"), kv.Absent, also); err == nil || errors.Is(err, kv.ErrPredicateFailed) {
+		t.Fatalf("kv.Absent: want an error other than ErrPredicateFailed, got %v", err)
+	}
+	mustMissing(t, s, "a delete of nothing", "tok", "sealed")
+	if err := kv.DeleteIfWith(c, s, p("meta"), p("branch"), cur, one(p("meta"), p("branch"), p("again"))); !errors.Is(err, kv.ErrInvalidKey) {
+		t.Fatalf("the key also in also: want ErrInvalidKey, got %v", err)
+	}
+	var lot []kv.Write
+	for i := range kv.MaxSetAndReadOps {
+		lot = append(lot, kv.Write{Partition: p("lots"), Key: fmt.Appendf(nil, "w%03d", i), Value: p("v")})
+	}
+	if err := kv.DeleteIfWith(c, s, p("meta"), p("branch"), cur, lot); !errors.Is(err, kv.ErrTooManyOps) {
+		t.Fatalf("%d operations: want ErrTooManyOps, got %v", kv.MaxSetAndReadOps+1, err)
+	}
+	mustMissing(t, s, "too many operations", "lots", "w000")
+	cc, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := kv.DeleteIfWith(cc, s, p("meta"), p("branch"), cur, also); !errors.Is(err, context.Canceled) {
+		t.Fatalf("canceled: want context.Canceled, got %v", err)
+	}
+	mustMissing(t, s, "a canceled call", "tok", "sealed")
+	if rec.Last() != 0 {
+		t.Fatalf("calls that failed noted revision %d", rec.Last())
+	}
+
+	if err := kv.DeleteIfWith(c, s, p("meta"), p("branch"), cur, also); err != nil {
+		t.Fatalf("predicate holds: %v", err)
+	}
+	mustMissing(t, s, "a delete that applied", "meta", "branch")
+	for _, w := range also {
+		if v, _ := mustGet(t, s, string(w.Partition), string(w.Key)); v != string(w.Value) {
+			t.Fatalf("predicate holds: %s/%s is %q", w.Partition, w.Key, v)
+		}
+	}
+	if want := max(version(t, s, "tok", "sealed"), version(t, s, "other", "b")); rec.Last() < want {
+		t.Fatalf("predicate holds: noted revision %d, want at least %d", rec.Last(), want)
+	}
+	// Once deleted, the same call fails: the key is no longer at cur.
+	if err := kv.DeleteIfWith(ctx, s, p("meta"), p("branch"), cur, one(p("tok"), p("late"), p("1"))); !errors.Is(err, kv.ErrPredicateFailed) {
+		t.Fatalf("deleted already: want ErrPredicateFailed, got %v", err)
+	}
+	mustMissing(t, s, "a delete of a deleted key", "tok", "late")
+	// No also: a plain DeleteIf.
+	mustSet(t, s, "meta", "branch", "b3")
+	_, cur = mustGet(t, s, "meta", "branch")
+	if err := kv.DeleteIfWith(ctx, s, p("meta"), p("branch"), cur, nil); err != nil {
+		t.Fatalf("nothing more than DeleteIf: %v", err)
+	}
+	mustMissing(t, s, "a delete without also", "meta", "branch")
+}
+
 // testCondWriteSealRace runs graveler's seal on bare kv: writers put into
 // the token named by a branch record unless the token's marker exists,
 // reading the branch in the same call; a sealer moves the branch to the

@@ -59,6 +59,7 @@ type FaultStore struct {
 
 var (
 	_ kv.Store            = (*FaultStore)(nil)
+	_ kv.CondWriter       = (*FaultStore)(nil)
 	_ kv.PartitionDropper = (*FaultStore)(nil)
 	_ kv.SetReader        = (*FaultStore)(nil)
 	_ kv.MultiGetter      = (*FaultStore)(nil)
@@ -265,6 +266,11 @@ func (f *FaultStore) SetAndReadUnless(ctx context.Context, absent []kv.KeyRef, w
 		return nil, false, err
 	}
 	return out, applied, nil
+}
+
+// DeleteIfWith is one numbered operation, named as DeleteIf is.
+func (f *FaultStore) DeleteIfWith(ctx context.Context, partition, key []byte, pred kv.Predicate, also []kv.Write) error {
+	return f.write("deleteif", func() error { return kv.DeleteIfWith(ctx, f.inner, partition, key, pred, also) })
 }
 
 // SetIfWith is one numbered operation, named as SetIf is.

@@ -52,6 +52,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"GetMany", testGetMany},
 		{"SetAndReadUnless", testSetAndReadUnless},
 		{"SetIfWith", testSetIfWith},
+		{"DeleteIfWith", testDeleteIfWith},
 		{"CondWriteSealRace", testCondWriteSealRace},
 		{"Revisions", testRevisions},
 		{"RevisionsEffect", testRevisionsEffect},

@@ -216,6 +216,7 @@ var (
 	_ kv.SetReader        = (*PauseStore)(nil)
 	_ kv.MultiGetter      = (*PauseStore)(nil)
 	_ kv.PartitionDropper = (*PauseStore)(nil)
+	_ kv.CondWriter       = (*PauseStore)(nil)
 )
 
 // SetAndReadUnless pauses as SetAndRead does (same name): to a test it is
@@ -226,6 +227,12 @@ func (s *PauseStore) SetAndReadUnless(ctx context.Context, absent []kv.KeyRef, w
 		part, key = writes[0].Partition, writes[0].Key
 	}
 	s.do("set_and_read", part, key, func() { out, applied, err = kv.SetAndReadUnless(ctx, s.inner, absent, writes, reads) })
+	return
+}
+
+// DeleteIfWith pauses as DeleteIf does (same name).
+func (s *PauseStore) DeleteIfWith(ctx context.Context, partition, key []byte, pred kv.Predicate, also []kv.Write) (err error) {
+	s.do("deleteif", partition, key, func() { err = kv.DeleteIfWith(ctx, s.inner, partition, key, pred, also) })
 	return
 }
 
