@@ -421,8 +421,14 @@ func (f *faultyBlobs) Stat(ctx context.Context, ns graveler.StorageNamespace, na
 	return st, err
 }
 
-func (f *faultyBlobs) Sync(ctx context.Context, ns graveler.StorageNamespace) error {
-	return f.do(func() error { return f.BlobStore.Sync(ctx, ns) })
+func (f *faultyBlobs) BeginWrites(ctx context.Context, ns graveler.StorageNamespace) (committed.Syncer, error) {
+	var s committed.Syncer
+	err := f.do(func() error {
+		var err error
+		s, err = f.BlobStore.BeginWrites(ctx, ns)
+		return err
+	})
+	return s, err
 }
 
 func (f *faultyBlobs) Touch(ctx context.Context, ns graveler.StorageNamespace, name string) error {

@@ -78,6 +78,9 @@ type writer struct {
 	mu       sync.Mutex
 	err      error
 	done     bool
+	// syncer makes the objects written durable before the root's ID is
+	// handed out; taken before the first write (begin).
+	syncer Syncer
 }
 
 type pendingNode struct {
@@ -248,6 +251,9 @@ func (w *writer) put(ref objectRef, data []byte) error {
 	if err := w.failed(); err != nil {
 		return err
 	}
+	if err := w.begin(); err != nil {
+		return err
+	}
 	select {
 	case w.sem <- struct{}{}:
 	case <-w.ctx.Done():
@@ -285,12 +291,30 @@ func (w *writer) failed() error {
 	return w.err
 }
 
-// abort stops the writes in flight of a writer not finished.
+// begin takes the writer's Syncer, before its first write or touch.
+func (w *writer) begin() error {
+	if w.syncer != nil {
+		return nil
+	}
+	s, err := w.m.blobs.BeginWrites(w.ctx, w.ns)
+	if err != nil {
+		return fmt.Errorf("committed: %w", err)
+	}
+	w.syncer = s
+	return nil
+}
+
+// abort stops the writes in flight of a writer not finished, and releases
+// its Syncer.
 func (w *writer) abort() {
 	if !w.done {
 		w.cancel()
 		w.wg.Wait()
 		w.done = true
+	}
+	if w.syncer != nil {
+		_ = w.syncer.Close()
+		w.syncer = nil
 	}
 }
 
@@ -330,6 +354,9 @@ func (w *writer) finish() (graveler.MetaRangeID, error) {
 		if len(p.children) == 0 {
 			return "", nil
 		}
+		if err := w.begin(); err != nil {
+			return "", err
+		}
 		if err := w.m.refresh(w.ctx, w.ns, &w.refs); err != nil {
 			return "", err
 		}
@@ -340,7 +367,7 @@ func (w *writer) finish() (graveler.MetaRangeID, error) {
 		}
 		// The caller may record id in a commit as soon as this returns;
 		// every object under it must survive a crash by then.
-		if err := w.m.blobs.Sync(w.ctx, w.ns); err != nil {
+		if err := w.syncer.Sync(w.ctx); err != nil {
 			return "", fmt.Errorf("committed: make tree %s durable: %w", id, err)
 		}
 		n := &treeNode{level: l, children: p.children, size: size, stored: len(data)}

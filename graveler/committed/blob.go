@@ -45,15 +45,34 @@ type BlobStore interface {
 	// as they are; an error wrapping ErrBlobNotFound when it is missing
 	// (Touch never creates an object).
 	Touch(ctx context.Context, ns graveler.StorageNamespace, name string) error
-	// Sync makes every object Put or Touched in ns before the call
-	// durable: once it returns, a crash of the machine loses none of them.
-	// A tree's writer calls it before it returns the tree's ID, which a
-	// commit record may name at once. Stores that persist each Put before
-	// it returns (S3) and stores that persist nothing (mem://) return nil.
-	Sync(ctx context.Context, ns graveler.StorageNamespace) error
+	// BeginWrites returns a Syncer for writes to ns that follow: a writer
+	// takes one before its first Put or Touch and syncs it before it
+	// hands out anything naming what it wrote (a tree's ID, which a commit
+	// record may name at once). The caller closes it.
+	BeginWrites(ctx context.Context, ns graveler.StorageNamespace) (Syncer, error)
 	// Close releases open buckets.
 	Close() error
 }
+
+// Syncer makes a writer's objects durable (BlobStore.BeginWrites).
+type Syncer interface {
+	// Sync makes every object Put or Touched in the namespace before the
+	// call durable: once it returns nil, a crash of the machine loses none
+	// of them. It fails if the store failed to persist data of the
+	// namespace since the Syncer was taken, even where another Syncer's
+	// Sync met the failure first. Stores that persist each Put before it
+	// returns (S3) and stores that persist nothing (mem://) have nothing to
+	// do.
+	Sync(ctx context.Context) error
+	// Close releases the Syncer; it does not sync.
+	Close() error
+}
+
+// noSync is the Syncer of stores with nothing to sync.
+type noSync struct{}
+
+func (noSync) Sync(ctx context.Context) error { return ctx.Err() }
+func (noSync) Close() error                   { return nil }
 
 // BlobInfo describes a stored object.
 type BlobInfo struct {

@@ -382,21 +382,36 @@ func (s *blobBucketStore) Stat(ctx context.Context, ns graveler.StorageNamespace
 	return BlobInfo{Name: name, Size: a.Size, ModTime: a.ModTime}, nil
 }
 
-// Sync flushes a file:// namespace's file system (see fileSync); the
-// other backends have nothing to flush.
-func (s *blobBucketStore) Sync(ctx context.Context, ns graveler.StorageNamespace) error {
+// BeginWrites returns, for a file:// namespace, a Syncer that flushes the
+// namespace's file system (see fileSyncer); the other backends have
+// nothing to flush.
+func (s *blobBucketStore) BeginWrites(ctx context.Context, ns graveler.StorageNamespace) (Syncer, error) {
 	if _, err := s.bucket(ctx, ns); err != nil {
-		return err
+		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
-		return err
+		return nil, err
 	}
 	u, _ := url.Parse(string(ns)) // bucket() parsed it already
 	if u.Scheme != "file" {
-		return nil
+		return noSync{}, nil
 	}
-	if err := fileSync(filepath.Clean(filepath.FromSlash(u.Path))); err != nil {
-		return fmt.Errorf("sync %s: %w", ns, err)
+	fs, err := newFileSyncer(filepath.Clean(filepath.FromSlash(u.Path)))
+	if err != nil {
+		return nil, fmt.Errorf("begin writes to %s: %w", ns, err)
+	}
+	return &namedSyncer{Syncer: fs, ns: ns}, nil
+}
+
+// namedSyncer names the namespace in its errors.
+type namedSyncer struct {
+	Syncer
+	ns graveler.StorageNamespace
+}
+
+func (n *namedSyncer) Sync(ctx context.Context) error {
+	if err := n.Syncer.Sync(ctx); err != nil {
+		return fmt.Errorf("sync %s: %w", n.ns, err)
 	}
 	return nil
 }

@@ -48,28 +48,30 @@ var noTmpfile atomic.Bool
 var fileTempSeq atomic.Uint64
 
 // fileWriteRenamed writes data to a new temporary file next to p and
-// renames it onto p, replacing any file there.
-func fileWriteRenamed(p string, data []byte) error { return writeRenamed(p, data, false) }
-
-// fileWriteRenamedSync is fileWriteRenamed with the file fsynced before
-// its rename.
-func fileWriteRenamedSync(p string, data []byte) error { return writeRenamed(p, data, true) }
-
-func writeRenamed(p string, data []byte, sync bool) error {
+// renames it onto p, replacing any file there. A file it replaces may be
+// durable already and named by a recorded commit (objects are content
+// addressed, so a writer often stores an object again: a revert, the same
+// commit on two branches), and renaming unsynced data over it can leave
+// an empty file there after a crash on some file systems. So when p
+// exists the new file is fsynced before it replaces p; a new name needs
+// no fsync here, the writer's Syncer covers it.
+func fileWriteRenamed(p string, data []byte) error {
 	tmp := p + "." + strconv.FormatInt(time.Now().UnixNano(), 16) + "-" + strconv.FormatUint(fileTempSeq.Add(1), 16) + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
 	if err != nil {
 		return err
 	}
 	_, err = f.Write(data)
-	if err == nil && sync {
-		err = f.Sync()
+	if err == nil {
+		err = renameNoReplace(tmp, p)
+		if errors.Is(err, fs.ErrExist) {
+			if err = f.Sync(); err == nil {
+				err = os.Rename(tmp, p)
+			}
+		}
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, p)
 	}
 	if err != nil {
 		_ = os.Remove(tmp)

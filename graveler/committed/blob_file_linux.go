@@ -3,8 +3,10 @@
 package committed
 
 import (
+	"context"
 	"errors"
 	"io/fs"
+	"os"
 	"strconv"
 	"syscall"
 	"unsafe"
@@ -152,26 +154,60 @@ func fileRead(p string) ([]byte, error) {
 	return buf[:n], nil
 }
 
-// fileSync makes every file written or touched under dir durable with one
-// syncfs of dir's file system. Objects are written without an fsync each
-// (one per object cost a 10M-entry commit about four times what this
-// does), and a tree is durable only once the writer syncs before handing
-// out its ID; syncfs also covers the directory entries linkat and rename
-// made, which an fsync of each file would not.
-func fileSync(dir string) error {
+// fileSyncer makes the files written or touched under a namespace's
+// directory durable with one syncfs of the directory's file system.
+// Objects are written without an fsync each (one per object cost a
+// 10M-entry commit about four times what this does); syncfs also covers
+// the directory entries linkat and rename made, which an fsync of each
+// file would not. Its descriptor is opened before the writes it syncs:
+// syncfs reports a write-back failure on the file system to every
+// descriptor opened before the failure (Linux 5.8 and later), even after
+// another caller's syncfs reported it, where a descriptor opened later
+// would not hear of it.
+type fileSyncer struct {
+	fd  int
+	dir string
+}
+
+func newFileSyncer(dir string) (Syncer, error) {
 	fd, err := openRetry(dir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return &fs.PathError{Op: "open", Path: dir, Err: err}
+		return nil, &fs.PathError{Op: "open", Path: dir, Err: err}
 	}
-	defer syscall.Close(fd)
+	return &fileSyncer{fd: fd, dir: dir}, nil
+}
+
+func (f *fileSyncer) Sync(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	for {
-		err := unix.Syncfs(fd)
+		err := unix.Syncfs(f.fd)
 		if err == syscall.EINTR {
 			continue
 		}
 		if err != nil {
-			return &fs.PathError{Op: "syncfs", Path: dir, Err: err}
+			return &fs.PathError{Op: "syncfs", Path: f.dir, Err: err}
 		}
 		return nil
+	}
+}
+
+func (f *fileSyncer) Close() error { return syscall.Close(f.fd) }
+
+// renameNoReplace renames tmp to p unless p exists (fs.ErrExist then, and
+// where the file system cannot tell: the caller fsyncs, as if it did).
+func renameNoReplace(tmp, p string) error {
+	for {
+		err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, p, unix.RENAME_NOREPLACE)
+		switch err {
+		case nil:
+			return nil
+		case syscall.EINTR:
+			continue
+		case syscall.EEXIST, syscall.EINVAL, syscall.ENOSYS:
+			return fs.ErrExist
+		}
+		return &os.LinkError{Op: "rename", Old: tmp, New: p, Err: err}
 	}
 }

@@ -453,8 +453,8 @@ func (c *CachedBlobStore) Touch(ctx context.Context, ns graveler.StorageNamespac
 	return c.inner.Touch(ctx, ns, name)
 }
 
-func (c *CachedBlobStore) Sync(ctx context.Context, ns graveler.StorageNamespace) error {
-	return c.inner.Sync(ctx, ns)
+func (c *CachedBlobStore) BeginWrites(ctx context.Context, ns graveler.StorageNamespace) (Syncer, error) {
+	return c.inner.BeginWrites(ctx, ns)
 }
 
 func (c *CachedBlobStore) Delete(ctx context.Context, ns graveler.StorageNamespace, name string) error {

@@ -92,12 +92,19 @@
 // # Durability
 //
 // A tree's ID is handed out only once every object under it is durable,
-// since a commit record naming it may be stored at once: after writing
-// the root, the writer calls BlobStore.Sync. A file:// namespace writes
-// each object without an fsync and syncs with one syncfs of its file
-// system there (on Linux; elsewhere every object is fsynced as it is
-// written), which also covers the touched objects' times and the new
-// directory entries; an S3 Put is durable when it returns.
+// since a commit record naming it may be stored at once: a writer takes a
+// Syncer (BlobStore.BeginWrites) before its first write and syncs it
+// after writing the root. A file:// namespace writes each new object
+// without an fsync and syncs with one syncfs of its file system (on
+// Linux; elsewhere every object is fsynced as it is written), which also
+// covers the touched objects' times and the new directory entries. The
+// Syncer's descriptor is opened before the writes, so a write-back
+// failure met meanwhile fails its sync even if another writer's sync saw
+// it first (Linux 5.8 and later report such failures to syncfs; older
+// kernels do not). An object stored again over an existing file (the same
+// content: a revert, a retried commit) is fsynced before its rename, as
+// the file it replaces may be durable and named by a recorded commit. An
+// S3 Put is durable when it returns.
 //
 // # Caches
 //

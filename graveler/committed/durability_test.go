@@ -80,23 +80,40 @@ func (s *crashStore) flush(ctx context.Context, ns graveler.StorageNamespace, na
 	return s.BlobStore.Put(ctx, ns, name, data)
 }
 
-func (s *crashStore) Sync(ctx context.Context, ns graveler.StorageNamespace) error {
+func (s *crashStore) BeginWrites(ctx context.Context, ns graveler.StorageNamespace) (Syncer, error) {
+	inner, err := s.BlobStore.BeginWrites(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	return &crashSyncer{s: s, ns: ns, inner: inner}, nil
+}
+
+type crashSyncer struct {
+	s     *crashStore
+	ns    graveler.StorageNamespace
+	inner Syncer
+}
+
+func (c *crashSyncer) Sync(ctx context.Context) error {
+	s := c.s
 	s.mu.Lock()
 	s.syncs++
 	var names []string
 	for k := range s.pending {
-		if strings.HasPrefix(k, string(ns)+"\x00") {
-			names = append(names, strings.TrimPrefix(k, string(ns)+"\x00"))
+		if strings.HasPrefix(k, string(c.ns)+"\x00") {
+			names = append(names, strings.TrimPrefix(k, string(c.ns)+"\x00"))
 		}
 	}
 	s.mu.Unlock()
 	for _, name := range names {
-		if err := s.flush(ctx, ns, name); err != nil {
+		if err := s.flush(ctx, c.ns, name); err != nil {
 			return err
 		}
 	}
-	return s.BlobStore.Sync(ctx, ns)
+	return c.inner.Sync(ctx)
 }
+
+func (c *crashSyncer) Close() error { return c.inner.Close() }
 
 // crash loses every write not synced and reports how many there were.
 func (s *crashStore) crash() int {
@@ -175,24 +192,31 @@ func TestTreeDurableWhenIDReturned(t *testing.T) {
 	}
 }
 
-// TestFileSyncErrors: Sync of a file:// namespace whose directory cannot
-// be opened says so instead of reporting the namespace durable.
+// TestFileSyncErrors: a file:// namespace whose directory cannot be
+// opened cannot begin writes, and says so.
 func TestFileSyncErrors(t *testing.T) {
 	ns, dir := fileNS(t)
 	blobs := NewBucketStore(BucketConfig{})
 	t.Cleanup(func() { blobs.Close() })
 	ctx := context.Background()
+	sy, err := blobs.BeginWrites(ctx, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := blobs.Put(ctx, ns, "ranges/a", []byte("a")); err != nil {
 		t.Fatal(err)
 	}
-	if err := blobs.Sync(ctx, ns); err != nil {
+	if err := sy.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := sy.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
-	if err := blobs.Sync(ctx, ns); err == nil || errors.Is(err, context.Canceled) {
-		t.Fatalf("Sync of a namespace whose directory is gone = %v, want an error", err)
+	if _, err := blobs.BeginWrites(ctx, ns); err == nil || errors.Is(err, context.Canceled) {
+		t.Fatalf("BeginWrites on a namespace whose directory is gone = %v, want an error", err)
 	}
 }
 

@@ -15,13 +15,18 @@ var _ graveler.NamespaceChecker = (*Manager)(nil)
 // local cache, so a namespace that accepted the write but cannot be read
 // fails here and not at the repository's first commit.
 func (m *Manager) CheckNamespace(ctx context.Context, ns graveler.StorageNamespace, name string, data []byte) error {
-	if err := m.blobs.Put(ctx, ns, name, data); err != nil {
-		return err
-	}
 	// The marker tells the cleaner whose namespace this is (it empties a
 	// deleted repository's namespace only under its marker), so it must
 	// outlive a crash as the repository record does.
-	if err := m.blobs.Sync(ctx, ns); err != nil {
+	syncer, err := m.blobs.BeginWrites(ctx, ns)
+	if err != nil {
+		return err
+	}
+	defer syncer.Close()
+	if err := m.blobs.Put(ctx, ns, name, data); err != nil {
+		return err
+	}
+	if err := syncer.Sync(ctx); err != nil {
 		return err
 	}
 	ok, err := m.blobs.Exists(ctx, ns, name)

@@ -526,26 +526,46 @@ func testStat(t *testing.T, s committed.BlobStore, ns graveler.StorageNamespace)
 	}
 }
 
-// testSync: Sync succeeds with and without objects written, leaves them
-// as they were, and honours a cancelled context.
+// testSync: a Syncer taken before writes syncs with and without objects
+// written (and again), leaves them as they were, and honours a cancelled
+// context; two Syncers of one namespace work side by side.
 func testSync(t *testing.T, s committed.BlobStore, ns graveler.StorageNamespace) {
 	ctx := context.Background()
-	if err := s.Sync(ctx, ns); err != nil {
-		t.Fatalf("Sync of a namespace with nothing written: %v", err)
+	sy, err := s.BeginWrites(ctx, ns)
+	if err != nil {
+		t.Fatalf("BeginWrites: %v", err)
+	}
+	defer sy.Close()
+	other, err := s.BeginWrites(ctx, ns)
+	if err != nil {
+		t.Fatalf("a second BeginWrites: %v", err)
+	}
+	if err := other.Sync(ctx); err != nil {
+		t.Fatalf("Sync with nothing written: %v", err)
+	}
+	if err := other.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
 	}
 	data := randomBytes(11, 5000)
 	mustPut(t, s, ns, "ranges/synced", data)
 	if err := s.Touch(ctx, ns, "ranges/synced"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Sync(ctx, ns); err != nil {
+	if err := sy.Sync(ctx); err != nil {
 		t.Fatalf("Sync: %v", err)
+	}
+	mustPut(t, s, ns, "ranges/synced", data) // stored again, as writers do
+	if err := sy.Sync(ctx); err != nil {
+		t.Fatalf("Sync again: %v", err)
 	}
 	mustGet(t, s, ns, "ranges/synced", data)
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if err := s.Sync(cctx, ns); !errors.Is(err, context.Canceled) {
+	if err := sy.Sync(cctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Sync with a cancelled context = %v, want context.Canceled", err)
+	}
+	if _, err := s.BeginWrites(cctx, ns); !errors.Is(err, context.Canceled) {
+		t.Fatalf("BeginWrites with a cancelled context = %v, want context.Canceled", err)
 	}
 }
 
