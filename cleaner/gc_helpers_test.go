@@ -421,6 +421,8 @@ func (f *faultyBlobs) Stat(ctx context.Context, ns graveler.StorageNamespace, na
 	return st, err
 }
 
+// BeginWrites is one operation, and so is each Sync of the Syncer it
+// returns.
 func (f *faultyBlobs) BeginWrites(ctx context.Context, ns graveler.StorageNamespace) (committed.Syncer, error) {
 	var s committed.Syncer
 	err := f.do(func() error {
@@ -428,7 +430,22 @@ func (f *faultyBlobs) BeginWrites(ctx context.Context, ns graveler.StorageNamesp
 		s, err = f.BlobStore.BeginWrites(ctx, ns)
 		return err
 	})
-	return s, err
+	if err != nil {
+		if s != nil {
+			_ = s.Close() // taken, then failed after: the caller never sees it
+		}
+		return nil, err
+	}
+	return &faultySyncer{Syncer: s, f: f}, nil
+}
+
+type faultySyncer struct {
+	committed.Syncer
+	f *faultyBlobs
+}
+
+func (s *faultySyncer) Sync(ctx context.Context) error {
+	return s.f.do(func() error { return s.Syncer.Sync(ctx) })
 }
 
 func (f *faultyBlobs) Touch(ctx context.Context, ns graveler.StorageNamespace, name string) error {

@@ -183,18 +183,16 @@ func (s *Store) setIfWithTxn(partition, key, value []byte, pred kv.Predicate, ab
 //     k was put with value between sentAfter and the re-send.
 func (s *Store) settleSetIfWith(ctx context.Context, k string, value []byte, pred kv.Predicate, cmps []clientv3.Cmp, ops []clientv3.Op, sentAfter int64, what string, firstErr error, failed func() error) error {
 	return s.settleGuarded(ctx, what, firstErr, failed, func(c context.Context) (verdict, int64, error) {
-		resp, err := s.cli.Txn(c).If(cmps...).Then(ops...).Else(clientv3.OpGet(k)).Commit()
-		if err != nil {
+		ok, at, cur, err := s.resendGuarded(c, k, cmps, ops)
+		switch {
+		case err != nil:
 			return undecided, 0, err
+		case ok:
+			return applied, at, nil
 		}
-		s.saw(resp.Header)
-		if resp.Succeeded {
-			return applied, resp.Header.Revision, nil
-		}
-		cur := elseKV(resp)
 		switch {
 		case pred.IsAbsent() && cur == nil:
-			rev, err := s.createdBetween(c, k, value, sentAfter, resp.Header.Revision)
+			rev, err := s.createdBetween(c, k, value, sentAfter, at)
 			if err != nil || rev == 0 {
 				return notApplied, 0, err
 			}
@@ -304,16 +302,31 @@ func (s *Store) deleteIfWithTxn(partition, key []byte, pred kv.Predicate, also [
 // history decides (deleteIfWithVerdict).
 func (s *Store) settleDeleteIfWith(ctx context.Context, k string, pred kv.Predicate, also []kv.Write, cmps []clientv3.Cmp, ops []clientv3.Op, what string, firstErr error, failed func() error) error {
 	return s.settleGuarded(ctx, what, firstErr, failed, func(c context.Context) (verdict, int64, error) {
-		resp, err := s.cli.Txn(c).If(cmps...).Then(ops...).Else(clientv3.OpGet(k)).Commit()
-		if err != nil {
+		ok, at, cur, err := s.resendGuarded(c, k, cmps, ops)
+		switch {
+		case err != nil:
 			return undecided, 0, err
+		case ok:
+			return applied, at, nil
 		}
-		s.saw(resp.Header)
-		if resp.Succeeded {
-			return applied, resp.Header.Revision, nil
-		}
-		return s.deleteIfWithVerdict(c, k, pred, also, elseKV(resp))
+		return s.deleteIfWithVerdict(c, k, pred, also, cur)
 	})
+}
+
+// resendGuarded sends a guarded transaction again, reading k when the
+// guard fails: ok when it applied; at is the response's revision (the
+// write's, or the read's); cur is k as read (nil: missing) for the caller
+// to decide from.
+func (s *Store) resendGuarded(ctx context.Context, k string, cmps []clientv3.Cmp, ops []clientv3.Op) (ok bool, at int64, cur *mvccpb.KeyValue, err error) {
+	resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Else(clientv3.OpGet(k)).Commit()
+	if err != nil {
+		return false, 0, nil, err
+	}
+	s.saw(resp.Header)
+	if resp.Succeeded {
+		return true, resp.Header.Revision, nil, nil
+	}
+	return false, resp.Header.Revision, elseKV(resp), nil
 }
 
 // deleteIfWithVerdict tells from k's history whether a DeleteIfWith

@@ -65,7 +65,7 @@ func fileWriteRenamed(p string, data []byte) error {
 	if err == nil {
 		err = renameNoReplace(tmp, p)
 		if errors.Is(err, fs.ErrExist) {
-			if err = f.Sync(); err == nil {
+			if err = syncBeforeReplace(f); err == nil {
 				err = os.Rename(tmp, p)
 			}
 		}
@@ -78,6 +78,10 @@ func fileWriteRenamed(p string, data []byte) error {
 	}
 	return err
 }
+
+// syncBeforeReplace fsyncs a file about to replace an object; a variable
+// so that a test can tell it ran.
+var syncBeforeReplace = (*os.File).Sync
 
 // fileNotFound reports whether err from reading a path means no object is
 // stored there: nothing at the path, a directory, or a path through a file.

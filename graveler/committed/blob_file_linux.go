@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 
@@ -181,6 +182,9 @@ func (f *fileSyncer) Sync(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if f.fd < 0 {
+		return &fs.PathError{Op: "syncfs", Path: f.dir, Err: fs.ErrClosed}
+	}
 	for {
 		err := unix.Syncfs(f.fd)
 		if err == syscall.EINTR {
@@ -193,11 +197,27 @@ func (f *fileSyncer) Sync(ctx context.Context) error {
 	}
 }
 
-func (f *fileSyncer) Close() error { return syscall.Close(f.fd) }
+// Close releases the descriptor once; a second Close does nothing, rather
+// than close a descriptor number the process may have reused.
+func (f *fileSyncer) Close() error {
+	if f.fd < 0 {
+		return nil
+	}
+	fd := f.fd
+	f.fd = -1
+	return syscall.Close(fd)
+}
+
+// noRenameNoReplace is set once a file system refused RENAME_NOREPLACE, so
+// later renames skip the call (and fsync, as for a name taken).
+var noRenameNoReplace atomic.Bool
 
 // renameNoReplace renames tmp to p unless p exists (fs.ErrExist then, and
 // where the file system cannot tell: the caller fsyncs, as if it did).
 func renameNoReplace(tmp, p string) error {
+	if noRenameNoReplace.Load() {
+		return fs.ErrExist
+	}
 	for {
 		err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, p, unix.RENAME_NOREPLACE)
 		switch err {
@@ -205,7 +225,10 @@ func renameNoReplace(tmp, p string) error {
 			return nil
 		case syscall.EINTR:
 			continue
-		case syscall.EEXIST, syscall.EINVAL, syscall.ENOSYS:
+		case syscall.EEXIST:
+			return fs.ErrExist
+		case syscall.EINVAL, syscall.ENOSYS:
+			noRenameNoReplace.Store(true)
 			return fs.ErrExist
 		}
 		return &os.LinkError{Op: "rename", Old: tmp, New: p, Err: err}

@@ -3,6 +3,7 @@
 package committed
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -15,8 +16,17 @@ import (
 // fileWriteRenamed knows to fsync an object before it replaces one that
 // may be durable already; the replacement then lands whole.
 func TestRenameNoReplace(t *testing.T) {
+	syncs := 0
+	defer func(f func(*os.File) error) { syncBeforeReplace = f }(syncBeforeReplace)
+	syncBeforeReplace = func(f *os.File) error { syncs++; return f.Sync() }
 	dir := t.TempDir()
 	tmp, p := filepath.Join(dir, "tmp"), filepath.Join(dir, "obj")
+	if err := fileWriteRenamed(filepath.Join(dir, "new"), []byte("new")); err != nil {
+		t.Fatal(err)
+	}
+	if syncs != 0 {
+		t.Fatal("an object stored under a free name was fsynced: the writer's Syncer covers it")
+	}
 	if err := os.WriteFile(tmp, []byte("first"), 0o666); err != nil {
 		t.Fatal(err)
 	}
@@ -38,8 +48,39 @@ func TestRenameNoReplace(t *testing.T) {
 	if got, _ := os.ReadFile(p); string(got) != "third" {
 		t.Fatalf("after replacing: %q", got)
 	}
+	if syncs != 1 {
+		t.Fatalf("replacing an object fsynced the new file %d times, want once before the rename", syncs)
+	}
 	entries, _ := os.ReadDir(dir)
-	if len(entries) != 2 { // obj and the refused tmp
-		t.Fatalf("directory holds %d entries, want obj and the refused temporary file", len(entries))
+	if len(entries) != 3 { // new, obj and the refused tmp
+		t.Fatalf("directory holds %d entries, want new, obj and the refused temporary file", len(entries))
+	}
+}
+
+// TestFileSyncErrors: a file:// namespace whose directory cannot be
+// opened cannot begin writes, and says so.
+func TestFileSyncErrors(t *testing.T) {
+	ns, dir := fileNS(t)
+	blobs := NewBucketStore(BucketConfig{})
+	t.Cleanup(func() { blobs.Close() })
+	ctx := context.Background()
+	sy, err := blobs.BeginWrites(ctx, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := blobs.Put(ctx, ns, "ranges/a", []byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := sy.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := sy.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := blobs.BeginWrites(ctx, ns); err == nil || errors.Is(err, context.Canceled) {
+		t.Fatalf("BeginWrites on a namespace whose directory is gone = %v, want an error", err)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -14,13 +13,22 @@ import (
 
 // crashStore models a machine whose file system keeps writes in memory
 // until synced: Put lands in a volatile layer that Sync makes durable and
-// crash drops. Reads see both layers, as a running machine does.
+// crash drops. Reads see both layers, as a running machine does. Like
+// Linux's syncfs, a Syncer fails when the file system met a write-back
+// failure since the Syncer was taken, whoever synced since.
 type crashStore struct {
 	BlobStore // the durable layer
 	mu        sync.Mutex
 	pending   map[string][]byte // ns + "\x00" + name
 	syncs     int
+	// failures counts write-back failures; the failPut-th Put (counting
+	// from 1, 0: none) meets one.
+	failures, failPut, puts int
+	// open counts the Syncers taken and not closed.
+	open int
 }
+
+var errWriteBack = errors.New("crashStore: write-back failed")
 
 func (s *crashStore) Put(ctx context.Context, ns graveler.StorageNamespace, name string, data []byte) error {
 	if err := ctx.Err(); err != nil {
@@ -28,6 +36,10 @@ func (s *crashStore) Put(ctx context.Context, ns graveler.StorageNamespace, name
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.puts++
+	if s.puts == s.failPut {
+		s.failures++
+	}
 	s.pending[string(ns)+"\x00"+name] = append([]byte(nil), data...)
 	return nil
 }
@@ -85,18 +97,27 @@ func (s *crashStore) BeginWrites(ctx context.Context, ns graveler.StorageNamespa
 	if err != nil {
 		return nil, err
 	}
-	return &crashSyncer{s: s, ns: ns, inner: inner}, nil
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.open++
+	return &crashSyncer{s: s, ns: ns, inner: inner, seen: s.failures}, nil
 }
 
 type crashSyncer struct {
-	s     *crashStore
-	ns    graveler.StorageNamespace
-	inner Syncer
+	s      *crashStore
+	ns     graveler.StorageNamespace
+	inner  Syncer
+	seen   int // s.failures when taken
+	closed bool
 }
 
 func (c *crashSyncer) Sync(ctx context.Context) error {
 	s := c.s
 	s.mu.Lock()
+	if s.failures > c.seen {
+		s.mu.Unlock()
+		return errWriteBack
+	}
 	s.syncs++
 	var names []string
 	for k := range s.pending {
@@ -113,7 +134,22 @@ func (c *crashSyncer) Sync(ctx context.Context) error {
 	return c.inner.Sync(ctx)
 }
 
-func (c *crashSyncer) Close() error { return c.inner.Close() }
+func (c *crashSyncer) Close() error {
+	c.s.mu.Lock()
+	if !c.closed {
+		c.closed = true
+		c.s.open--
+	}
+	c.s.mu.Unlock()
+	return c.inner.Close()
+}
+
+// syncersOpen reports the Syncers taken and not closed.
+func (s *crashStore) syncersOpen() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.open
+}
 
 // crash loses every write not synced and reports how many there were.
 func (s *crashStore) crash() int {
@@ -141,6 +177,9 @@ func TestTreeDurableWhenIDReturned(t *testing.T) {
 		t.Helper()
 		if lost := store.crash(); lost != 0 {
 			t.Fatalf("%s: %d objects were still unsynced when the tree's ID was returned", what, lost)
+		}
+		if n := store.syncersOpen(); n != 0 {
+			t.Fatalf("%s: %d Syncers left open", what, n)
 		}
 		// A restarted daemon: nothing cached.
 		fresh := NewManager(durable, cfg)
@@ -192,34 +231,6 @@ func TestTreeDurableWhenIDReturned(t *testing.T) {
 	}
 }
 
-// TestFileSyncErrors: a file:// namespace whose directory cannot be
-// opened cannot begin writes, and says so.
-func TestFileSyncErrors(t *testing.T) {
-	ns, dir := fileNS(t)
-	blobs := NewBucketStore(BucketConfig{})
-	t.Cleanup(func() { blobs.Close() })
-	ctx := context.Background()
-	sy, err := blobs.BeginWrites(ctx, ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := blobs.Put(ctx, ns, "ranges/a", []byte("a")); err != nil {
-		t.Fatal(err)
-	}
-	if err := sy.Sync(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := sy.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.RemoveAll(dir); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := blobs.BeginWrites(ctx, ns); err == nil || errors.Is(err, context.Canceled) {
-		t.Fatalf("BeginWrites on a namespace whose directory is gone = %v, want an error", err)
-	}
-}
-
 // TestNamespaceMarkerDurable: the marker CheckNamespace writes (which the
 // cleaner needs to empty a deleted repository's namespace) survives a
 // crash right after it returns.
@@ -238,5 +249,38 @@ func TestNamespaceMarkerDurable(t *testing.T) {
 	got, err := durable.Get(ctx, ns, "_graveler/marker")
 	if err != nil || string(got) != "mine" {
 		t.Fatalf("after a crash: %q %v", got, err)
+	}
+}
+
+// TestWriteBackFailureFailsTheWriter: a write-back failure met after a
+// writer's first write fails the writer's sync, so no tree ID is handed
+// out for objects that may not be on disk; a writer that took its Syncer
+// only before the root (after the failure) would not hear of it, as
+// syncfs does not tell a descriptor opened after a failure about it.
+func TestWriteBackFailureFailsTheWriter(t *testing.T) {
+	ctx := context.Background()
+	durable := NewBucketStore(BucketConfig{})
+	t.Cleanup(func() { durable.Close() })
+	ns := graveler.StorageNamespace("mem://write-back")
+	cfg := multiLevelConfig()
+	recs := numbered(400, "v")
+	for _, failPut := range []int{1, 5} {
+		store := &crashStore{BlobStore: durable, pending: map[string][]byte{}, failPut: failPut}
+		m := NewManager(store, cfg)
+		if _, err := m.WriteMetaRangeByIterator(ctx, ns, newSliceIter(recs)); !errors.Is(err, errWriteBack) {
+			t.Fatalf("write-back failure at put %d: the write returned %v, want the failure", failPut, err)
+		}
+		if n := store.syncersOpen(); n != 0 {
+			t.Fatalf("%d Syncers left open after a failed write", n)
+		}
+	}
+	// Another writer's failure before this writer began is not this
+	// writer's: it succeeds.
+	store := &crashStore{BlobStore: durable, pending: map[string][]byte{}, failPut: 1}
+	if err := store.Put(ctx, ns, "ranges/other", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewManager(store, cfg).WriteMetaRangeByIterator(ctx, ns, newSliceIter(recs)); err != nil {
+		t.Fatalf("a failure before the writer began failed it: %v", err)
 	}
 }
