@@ -34,7 +34,10 @@ import (
 // ones. A commit with no writer to protect (no write in the interval) is
 // not paced at all, so it runs at full speed; one that starts while
 // writers are active starts low (10,000 entries a second) and doubles its rate
-// every interval until the writers feel it (slow start). The rate never
+// every interval until the writers feel it (slow start); its first 4,096
+// entries (a few range reads) are never held back, so a small commit right
+// after its own staging does not wait for those writes to be judged over.
+// The rate never
 // falls below Floor, so a commit always progresses, nor rises above
 // CommitReadRate when that is set. When the writers' latency stays high
 // even at the floor, it is not the commit's doing: the baseline rises.
@@ -98,6 +101,12 @@ const (
 	paceBaselineDrift = 1.03
 	// paceChunk bounds the entries read between two calls into the pacer.
 	paceChunk = 512
+	// paceFree is how many entries a commit reads before the adaptive
+	// pacer first holds it back: a few of etcd's range reads, which no
+	// writer feels.
+	// Without it a client that stages 1,000 entries and then commits them
+	// waited about 100 ms for its own writes to be judged over.
+	paceFree = 4096
 )
 
 // paceClock is the pacer's time: the wall clock, or a fake one in tests.
@@ -390,6 +399,11 @@ func (p *pacer) iterator(ctx context.Context, it ValueIterator) (_ ValueIterator
 		return it, func() {}
 	}
 	p.begin()
+	// An operator's rate (Config.CommitReadRate) holds from the first
+	// entry; the adaptive pacer lets the first paceFree through.
+	if p.adaptive && p.ceiling == 0 {
+		return &pacedIterator{ValueIterator: it, ctx: ctx, p: p, left: paceFree, free: true}, p.end
+	}
 	return &pacedIterator{ValueIterator: it, ctx: ctx, p: p, left: p.chunk()}, p.end
 }
 
@@ -402,6 +416,8 @@ type pacedIterator struct {
 	p    *pacer
 	n    int // entries read since the last reservation
 	left int // entries to read before the next one
+	// free: the first paceFree entries are being read, uncharged.
+	free bool
 	err  error
 }
 
@@ -414,6 +430,9 @@ func (it *pacedIterator) Next() bool {
 		return false
 	}
 	if it.left == 0 {
+		if it.free {
+			it.free, it.n = false, 0
+		}
 		d := it.p.reserve(it.n)
 		it.n, it.left = 0, it.p.chunk()
 		if d > 0 {

@@ -368,3 +368,46 @@ func TestPaceStagedThenCommitted(t *testing.T) {
 		t.Fatalf("rate %v one interval after the last write, want unpaced", s.p.rate)
 	}
 }
+
+// TestPaceFirstEntriesFree: a commit that starts right after writes (its
+// own staging, say) starts low, but reads its first paceFree entries
+// without waiting: a commit of a few thousand entries is not held back
+// for writes that are over; it is paced from the next chunk on. An
+// operator's rate holds from the first entry.
+func TestPaceFirstEntriesFree(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		cfg      Config
+		min, max int // the first wait comes before an entry in [min, max]
+	}{
+		{"adaptive", Config{}, paceFree + 1, paceFree + paceChunk + 1},
+		{"operator rate", Config{CommitReadRate: 10_000}, 1, 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, c := newTestPacer(tc.cfg)
+			start := p.writeStarted()
+			c.now = c.now.Add(time.Millisecond)
+			p.writeDone(start, nil)
+			read, firstWait := 0, 0
+			c.onSleep = func(time.Duration) {
+				if firstWait == 0 {
+					firstWait = read + 1
+				}
+			}
+			it, release := p.iterator(context.Background(), &sliceIterator{n: 10_000})
+			defer release()
+			if math.IsInf(p.rate, 1) {
+				t.Fatal("a commit right after writes started unpaced")
+			}
+			for it.Next() {
+				read++
+			}
+			if err := it.Err(); err != nil || read != 10_000 {
+				t.Fatalf("read %d entries, err %v", read, err)
+			}
+			if firstWait < tc.min || firstWait > tc.max {
+				t.Fatalf("first wait before entry %d, want within [%d, %d]", firstWait, tc.min, tc.max)
+			}
+		})
+	}
+}

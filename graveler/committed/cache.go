@@ -432,7 +432,15 @@ func (c *CachedBlobStore) Put(ctx context.Context, ns graveler.StorageNamespace,
 	if err := c.inner.Put(ctx, ns, name, data); err != nil {
 		return err
 	}
-	// Ranges are usually read soon after they are written.
+	if strings.HasPrefix(string(ns), "file:") {
+		// The object is a file already, on a disk of this machine or a
+		// mounted one: a copy here would create a second file for every
+		// object a commit writes (half a 10M-entry commit's system time),
+		// and a Get that needs it caches it then.
+		return nil
+	}
+	// Written ranges are often read soon after, and reading one back from
+	// a remote store costs a request.
 	c.store(cacheKey(ns, name), data, nil)
 	return nil
 }

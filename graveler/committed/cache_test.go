@@ -538,3 +538,35 @@ func BenchmarkBlobGet64KiB(b *testing.B) {
 		})
 	}
 }
+
+// TestCacheFileNamespacePutNotCopied: a Put into a file:// namespace is
+// not copied into the cache (the object is a file already); a Get caches
+// it as for any namespace. Other namespaces are written through.
+func TestCacheFileNamespacePutNotCopied(t *testing.T) {
+	ctx := context.Background()
+	nsDir := t.TempDir()
+	fileNS := graveler.StorageNamespace("file://" + filepath.ToSlash(nsDir))
+	inner := committed.NewBucketStore(committed.BucketConfig{})
+	c := cacheNew(t, inner, committed.CacheConfig{Dir: t.TempDir(), MaxBytes: 1 << 20})
+	defer c.Close()
+	data := bytes.Repeat([]byte("r"), 1000)
+	if err := c.Put(ctx, fileNS, "ranges/a", data); err != nil {
+		t.Fatal(err)
+	}
+	if st := c.Stats(); st.Bytes != 0 {
+		t.Fatalf("a file:// Put was copied into the cache: %+v", st)
+	}
+	cacheMustGet(t, c, fileNS, "ranges/a", data)
+	cacheMustGet(t, c, fileNS, "ranges/a", data)
+	if st := c.Stats(); st.Misses != 1 || st.Hits != 1 || st.Bytes == 0 {
+		t.Fatalf("file:// Gets: %+v, want one miss that cached it, then a hit", st)
+	}
+	before := c.Stats()
+	if err := c.Put(ctx, "mem://through", "ranges/b", data); err != nil {
+		t.Fatal(err)
+	}
+	cacheMustGet(t, c, "mem://through", "ranges/b", data)
+	if st := c.Stats(); st.Hits != before.Hits+1 || st.Misses != before.Misses {
+		t.Fatalf("a mem:// Put was not written through: %+v then %+v", before, st)
+	}
+}
