@@ -346,7 +346,7 @@ func testCondWriteSealRace(t *testing.T, s kv.Store) {
 	}
 	var mu sync.Mutex
 	var results []result
-	var napplied atomic.Int64
+	var napplied, nrefused atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for w := range writers {
@@ -384,6 +384,7 @@ func testCondWriteSealRace(t *testing.T, s kv.Store) {
 				if applied {
 					napplied.Add(1)
 				} else {
+					nrefused.Add(1)
 					tok = string(got[0].Value)
 				}
 			}
@@ -407,9 +408,13 @@ func testCondWriteSealRace(t *testing.T, s kv.Store) {
 		scan   map[string]int64 // key -> version, right after the seal
 	}
 	seal := map[string]sealed{}
+	since := int64(0) // writes applied when the last seal was made
 	for i := range seals {
-		// Let the writers get ahead between seals, so that they interleave.
-		for napplied.Load() < int64((i+1)*writers*2) && !t.Failed() {
+		// Let the writers get ahead between seals, so that they interleave:
+		// counted from the last seal, as writes applied before it (a
+		// scheduler that ran the writers long before the first seal) say
+		// nothing of what follows it.
+		for napplied.Load() < since+writers*2 && !t.Failed() {
 			runtime.Gosched()
 		}
 		tok, pr := mustGet(t, s, "seal", "branch")
@@ -418,6 +423,13 @@ func testCondWriteSealRace(t *testing.T, s kv.Store) {
 			t.Fatalf("seal %s: %v", tok, err)
 		}
 		seal[tok] = sealed{marker: version(t, s, string(m.Partition), string(m.Key)), scan: scan(tok)}
+		since = napplied.Load()
+	}
+	// A writer leaves a token only when refused, so one is refused at its
+	// next write whatever the scheduling; wait for it, so that refusals
+	// are checked too.
+	for nrefused.Load() == 0 && !t.Failed() {
+		runtime.Gosched()
 	}
 	close(stop)
 	wg.Wait()
