@@ -182,14 +182,7 @@ func (s *Store) setIfWithTxn(partition, key, value []byte, pred kv.Predicate, ab
 //     created k, since deleted, before an absent key appeared; it did iff
 //     k was put with value between sentAfter and the re-send.
 func (s *Store) settleSetIfWith(ctx context.Context, k string, value []byte, pred kv.Predicate, cmps []clientv3.Cmp, ops []clientv3.Op, sentAfter int64, what string, firstErr error, failed func() error) error {
-	return s.settleGuarded(ctx, what, firstErr, failed, func(c context.Context) (verdict, int64, error) {
-		ok, at, cur, err := s.resendGuarded(c, k, cmps, ops)
-		switch {
-		case err != nil:
-			return undecided, 0, err
-		case ok:
-			return applied, at, nil
-		}
+	return s.settleTxn(ctx, what, k, cmps, ops, firstErr, failed, func(c context.Context, cur *mvccpb.KeyValue, at int64) (verdict, int64, error) {
 		switch {
 		case pred.IsAbsent() && cur == nil:
 			rev, err := s.createdBetween(c, k, value, sentAfter, at)
@@ -301,32 +294,9 @@ func (s *Store) deleteIfWithTxn(partition, key []byte, pred kv.Predicate, also [
 // the same transaction, reading k when the guard fails, and then k's
 // history decides (deleteIfWithVerdict).
 func (s *Store) settleDeleteIfWith(ctx context.Context, k string, pred kv.Predicate, also []kv.Write, cmps []clientv3.Cmp, ops []clientv3.Op, what string, firstErr error, failed func() error) error {
-	return s.settleGuarded(ctx, what, firstErr, failed, func(c context.Context) (verdict, int64, error) {
-		ok, at, cur, err := s.resendGuarded(c, k, cmps, ops)
-		switch {
-		case err != nil:
-			return undecided, 0, err
-		case ok:
-			return applied, at, nil
-		}
+	return s.settleTxn(ctx, what, k, cmps, ops, firstErr, failed, func(c context.Context, cur *mvccpb.KeyValue, _ int64) (verdict, int64, error) {
 		return s.deleteIfWithVerdict(c, k, pred, also, cur)
 	})
-}
-
-// resendGuarded sends a guarded transaction again, reading k when the
-// guard fails: ok when it applied; at is the response's revision (the
-// write's, or the read's); cur is k as read (nil: missing) for the caller
-// to decide from.
-func (s *Store) resendGuarded(ctx context.Context, k string, cmps []clientv3.Cmp, ops []clientv3.Op) (ok bool, at int64, cur *mvccpb.KeyValue, err error) {
-	resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Else(clientv3.OpGet(k)).Commit()
-	if err != nil {
-		return false, 0, nil, err
-	}
-	s.saw(resp.Header)
-	if resp.Succeeded {
-		return true, resp.Header.Revision, nil, nil
-	}
-	return false, resp.Header.Revision, elseKV(resp), nil
 }
 
 // deleteIfWithVerdict tells from k's history whether a DeleteIfWith

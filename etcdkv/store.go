@@ -761,8 +761,16 @@ func (s *Store) casWrite(ctx context.Context, what string, cmps []clientv3.Cmp, 
 // missing) whether it was our first attempt that moved it, and if so at
 // which revision.
 func (s *Store) settleCAS(ctx context.Context, what, k string, pred kv.Predicate, op clientv3.Op, firstErr error, failed func() error, decide func(c context.Context, cur *mvccpb.KeyValue) (verdict, int64, error)) error {
+	return s.settleTxn(ctx, what, k, []clientv3.Cmp{s.guard(k, pred)}, []clientv3.Op{op}, firstErr, failed,
+		func(c context.Context, cur *mvccpb.KeyValue, _ int64) (verdict, int64, error) { return decide(c, cur) })
+}
+
+// settleTxn is settleCAS for a transaction of several compares and ops
+// that reads k when its compares fail; decide also gets the revision the
+// failed re-send read at.
+func (s *Store) settleTxn(ctx context.Context, what, k string, cmps []clientv3.Cmp, ops []clientv3.Op, firstErr error, failed func() error, decide func(c context.Context, cur *mvccpb.KeyValue, at int64) (verdict, int64, error)) error {
 	return s.settleGuarded(ctx, what, firstErr, failed, func(c context.Context) (verdict, int64, error) {
-		resp, err := s.cli.Txn(c).If(s.guard(k, pred)).Then(op).Else(clientv3.OpGet(k)).Commit()
+		resp, err := s.cli.Txn(c).If(cmps...).Then(ops...).Else(clientv3.OpGet(k)).Commit()
 		if err != nil {
 			return undecided, 0, err
 		}
@@ -770,7 +778,7 @@ func (s *Store) settleCAS(ctx context.Context, what, k string, pred kv.Predicate
 		if resp.Succeeded {
 			return applied, resp.Header.Revision, nil
 		}
-		return decide(c, elseKV(resp))
+		return decide(c, elseKV(resp), resp.Header.Revision)
 	})
 }
 
