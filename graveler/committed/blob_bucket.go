@@ -62,6 +62,9 @@ type blobBucketStore struct {
 	mu      sync.Mutex
 	closed  bool
 	buckets map[graveler.StorageNamespace]*blob.Bucket
+
+	// fileDirs maps a file:// namespace to its directory (filePath).
+	fileDirs sync.Map
 }
 
 // bucket returns the open bucket for ns, opening it on first use. Opening is
@@ -134,7 +137,7 @@ func (s *blobBucketStore) Put(ctx context.Context, ns graveler.StorageNamespace,
 	if err != nil {
 		return err
 	}
-	if p, ok := filePath(ns, name); ok {
+	if p, ok := s.filePath(ns, name); ok {
 		if err := filePut(p, data); err != nil {
 			return fmt.Errorf("put %s %q: %w", ns, name, err)
 		}
@@ -177,7 +180,7 @@ func (s *blobBucketStore) Get(ctx context.Context, ns graveler.StorageNamespace,
 	if err != nil {
 		return nil, err
 	}
-	if p, ok := filePath(ns, name); ok {
+	if p, ok := s.filePath(ns, name); ok {
 		data, err := fileRead(p)
 		if err != nil {
 			if fileNotFound(err) {
@@ -198,15 +201,21 @@ func (s *blobBucketStore) Get(ctx context.Context, ns graveler.StorageNamespace,
 // and Get reach directly (see filePut). Valid names are the files'
 // relative paths: fileblob escapes nothing a valid name can hold. Names
 // fileblob reserves for its sidecars are left for it to refuse.
-func filePath(ns graveler.StorageNamespace, name string) (string, bool) {
+func (s *blobBucketStore) filePath(ns graveler.StorageNamespace, name string) (string, bool) {
 	if !strings.HasPrefix(string(ns), "file:") || strings.HasSuffix(name, ".attrs") {
 		return "", false
 	}
-	u, err := url.Parse(string(ns))
-	if err != nil || u.Scheme != "file" {
-		return "", false
+	// The directory is remembered: parsing the URL cost a tenth of a
+	// Put's CPU, and a large commit makes thousands of calls.
+	dir, ok := s.fileDirs.Load(ns)
+	if !ok {
+		u, err := url.Parse(string(ns))
+		if err != nil || u.Scheme != "file" {
+			return "", false
+		}
+		dir, _ = s.fileDirs.LoadOrStore(ns, filepath.Clean(filepath.FromSlash(u.Path)))
 	}
-	return filepath.Join(filepath.Clean(filepath.FromSlash(u.Path)), filepath.FromSlash(name)), true
+	return filepath.Join(dir.(string), filepath.FromSlash(name)), true
 }
 
 func (s *blobBucketStore) Exists(ctx context.Context, ns graveler.StorageNamespace, name string) (bool, error) {
@@ -359,7 +368,7 @@ func (s *blobBucketStore) Stat(ctx context.Context, ns graveler.StorageNamespace
 	if err != nil {
 		return BlobInfo{}, err
 	}
-	if p, ok := filePath(ns, name); ok {
+	if p, ok := s.filePath(ns, name); ok {
 		// fileblob's Attributes also looks for a sidecar and opens the
 		// file for its content type; a tree write asks this of every
 		// child its new nodes name (tens of thousands in a large tree).

@@ -369,18 +369,6 @@ func (c *lru[V]) get(key string) (V, bool) {
 	return zero, false
 }
 
-// getBytes is get with the key as bytes, which the lookup does not copy.
-func (c *lru[V]) getBytes(key []byte) (V, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e, ok := c.items[string(key)]; ok {
-		c.order.MoveToFront(e)
-		return e.Value.(*lruItem[V]).val, true
-	}
-	var zero V
-	return zero, false
-}
-
 // add inserts an item; the newest item stays even if it alone exceeds the
 // limit, so a huge range can still be iterated. An item already there is
 // kept as it is.

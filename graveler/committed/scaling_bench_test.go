@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -161,7 +162,14 @@ func BenchmarkCommitScaling(b *testing.B) {
 							iter++
 							changes := scalingChanges(r, n, k, layout == "random", uint64(iter)+1)
 							t0, c0 := time.Now(), processCPU()
-							if _, _, err := m.Apply(ctx, ns, head, &recIter{recs: changes}, graveler.ApplyOptions{}); err != nil {
+							// Labelled so a CPU profile of the run can keep the
+							// commits apart from the bulk build
+							// (go tool pprof -tagfocus phase=commit).
+							var err error
+							pprof.Do(ctx, pprof.Labels("phase", "commit"), func(ctx context.Context) {
+								_, _, err = m.Apply(ctx, ns, head, &recIter{recs: changes}, graveler.ApplyOptions{})
+							})
+							if err != nil {
 								b.Fatal(err)
 							}
 							elapsed += time.Since(t0)
