@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -147,7 +148,14 @@ func (b *bench) commitScaling(ctx context.Context, s scalingFlags) error {
 					}
 					b0, o0 := t.written(repo)
 					start := time.Now()
-					if err := t.commit(ctx, repo); err != nil {
+					// Labelled so that --cpuprofile can be read for the
+					// commits alone (go tool pprof -tagfocus phase=commit);
+					// the goroutines a commit starts carry the label too.
+					var err error
+					pprof.Do(ctx, pprof.Labels("phase", "commit"), func(ctx context.Context) {
+						err = t.commit(ctx, repo)
+					})
+					if err != nil {
 						return fmt.Errorf("commit-scaling: commit n=%d k=%d: %w", n, k, err)
 					}
 					took := time.Since(start)

@@ -94,7 +94,10 @@
 // A tree's ID is handed out only once every object under it is durable,
 // since a commit record naming it may be stored at once: a writer takes a
 // Syncer (BlobStore.BeginWrites) before its first write and syncs it
-// after writing the root. A file:// namespace writes each new object
+// after writing the root, while it checks the children's times, and
+// again once the check is done (which costs little: the first flushed
+// the writes), so what the check touched or relied on is durable too.
+// A file:// namespace writes each new object
 // without an fsync and syncs with one syncfs of its file system (on
 // Linux; elsewhere every object is fsynced as it is written), which also
 // covers the touched objects' times and the new directory entries. The
@@ -134,8 +137,8 @@
 // no commit references once their modification time (BlobStore.List,
 // Stat) is older than its grace period, measured from when it began
 // reading the commits. A commit recorded after that must therefore
-// reference only objects modified since, and so a root is written only
-// once every child each new node references was written or touched
+// reference only objects modified since, and so a tree's ID is handed out
+// only once every child each new node references was written or touched
 // (BlobStore.Touch) within Config.GCGrace/2: Apply passes subtrees
 // through from its base without writing them, and a long write may have
 // written its first objects long before its root. Only the children the
@@ -143,7 +146,7 @@
 // passed-through subtree: those belong to the base's tree, which a
 // collection that read the base's commit marks whole. Two rules follow:
 // the collector's grace is at least GCGrace, and a commit stores its
-// record within GCGrace/2 of writing its root. A Manager remembers (for
+// record within GCGrace/2 of receiving its tree's ID. A Manager remembers (for
 // between half a million and a million objects, about 30 MB) when it last
 // knew an object fresh, so a commit asks the store about an object at
 // most once per GCGrace/2: a commit of 1,000 scattered keys into 10M

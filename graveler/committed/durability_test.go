@@ -4,9 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"graveler/graveler"
 )
@@ -282,5 +287,103 @@ func TestWriteBackFailureFailsTheWriter(t *testing.T) {
 	}
 	if _, err := NewManager(store, cfg).WriteMetaRangeByIterator(ctx, ns, newSliceIter(recs)); err != nil {
 		t.Fatalf("a failure before the writer began failed it: %v", err)
+	}
+}
+
+// syncOrderStore records, in order, the Touches made and the Syncs begun.
+// A Touch waits (up to a few seconds) for some Sync to have begun, so a
+// writer that syncs while it checks its children's times touches after
+// that sync began: only a sync begun later covers the touch.
+type syncOrderStore struct {
+	BlobStore
+	mu      sync.Mutex
+	events  []string
+	started chan struct{}
+	once    sync.Once
+}
+
+func (s *syncOrderStore) note(e string) {
+	s.mu.Lock()
+	s.events = append(s.events, e)
+	s.mu.Unlock()
+}
+
+func (s *syncOrderStore) Touch(ctx context.Context, ns graveler.StorageNamespace, name string) error {
+	select {
+	case <-s.started:
+	case <-time.After(5 * time.Second):
+	}
+	err := s.BlobStore.Touch(ctx, ns, name)
+	s.note("touch " + name)
+	return err
+}
+
+func (s *syncOrderStore) BeginWrites(ctx context.Context, ns graveler.StorageNamespace) (Syncer, error) {
+	inner, err := s.BlobStore.BeginWrites(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	return &orderSyncer{Syncer: inner, s: s}, nil
+}
+
+type orderSyncer struct {
+	Syncer
+	s *syncOrderStore
+}
+
+func (o *orderSyncer) Sync(ctx context.Context) error {
+	o.s.note("sync")
+	o.s.once.Do(func() { close(o.s.started) })
+	return o.Syncer.Sync(ctx)
+}
+
+// TestTouchesSyncedWhenIDReturned: the objects a tree write touches to
+// keep them from the collector (children older than half the GC grace)
+// have their new times made durable before the tree's ID is handed out:
+// a Sync begins after the last Touch. A crash that lost a touch would let
+// a collection that marked before the commit delete an object the
+// recorded commit names.
+func TestTouchesSyncedWhenIDReturned(t *testing.T) {
+	ctx := context.Background()
+	ns, dir := fileNS(t)
+	blobs := NewBucketStore(BucketConfig{})
+	t.Cleanup(func() { blobs.Close() })
+	cfg := multiLevelConfig()
+	cfg.GCGrace = 6 * time.Hour
+	recs := numbered(400, "v")
+	base := write(t, NewManager(blobs, cfg), ns, recs)
+	old := time.Now().Add(-10 * time.Hour)
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		return os.Chtimes(p, old, old)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &syncOrderStore{BlobStore: blobs, started: make(chan struct{})}
+	// A restarted gravelerd: nothing remembered, every child is asked about.
+	m := NewManager(store, cfg)
+	last := recs[len(recs)-1]
+	if _, _, err := m.Apply(ctx, ns, base, newSliceIter([]graveler.ValueRecord{rec(string(last.Key), "x", "x")}), graveler.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	store.mu.Lock()
+	events := slices.Clone(store.events)
+	store.mu.Unlock()
+	lastTouch, lastSync := -1, -1
+	for i, e := range events {
+		if strings.HasPrefix(e, "touch ") {
+			lastTouch = i
+		} else {
+			lastSync = i
+		}
+	}
+	if lastTouch < 0 {
+		t.Fatalf("nothing touched (events %v): the test's objects were not old enough", events)
+	}
+	if lastSync < lastTouch {
+		t.Fatalf("the last touch came after the last sync began: %v", events)
 	}
 }

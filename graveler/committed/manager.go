@@ -66,10 +66,11 @@ type Config struct {
 	RangeCacheBytes int
 	// GCGrace is the grace period of the collector of unreferenced objects
 	// (the cleaner's --gc-grace must be at least this): it never deletes an
-	// object modified within it. A node is written only once every child
-	// it references was written or touched within GCGrace/2, so a commit
-	// recorded within GCGrace/2 of writing its root references only
-	// objects a collection that marked before the commit keeps.
+	// object modified within it. A tree's ID is handed out only once every
+	// child its new nodes reference was written or touched within
+	// GCGrace/2, so a commit recorded within GCGrace/2 of receiving it
+	// references only objects a collection that marked before the commit
+	// keeps.
 	GCGrace time.Duration
 	// Now returns the current time (default time.Now), by which the
 	// writer judges how old an object is.
