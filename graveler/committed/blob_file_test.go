@@ -183,3 +183,75 @@ func TestWrittenBuffersStayUnchanged(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkCommitObjectsFilesVsPack writes what a commit of 1,000 random
+// keys into 10M entries writes (about 1,760 objects of 8.4 KB on average)
+// to a file:// namespace as the store does, one file per object with the
+// tree writer's parallelism, and, as a baseline in the same run, appended
+// to one file; both end with the one syncfs a tree write makes. Its
+// ratio is what packing a commit's objects into one could save
+// (performance.md, "What the open goals need").
+func BenchmarkCommitObjectsFilesVsPack(b *testing.B) {
+	const objects, size = 1760, 8400
+	data := bytes.Repeat([]byte("0123456789abcdef"), size/16)
+	ctx := context.Background()
+	b.Run("layout=files", func(b *testing.B) {
+		s := NewBucketStore(BucketConfig{})
+		defer s.Close()
+		ns := fileTestNS(b.TempDir())
+		round := 0
+		for b.Loop() {
+			round++
+			syncer, err := s.BeginWrites(ctx, ns)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var wg sync.WaitGroup
+			sem := make(chan struct{}, DefaultWriteParallelism)
+			for i := range objects {
+				sem <- struct{}{}
+				wg.Go(func() {
+					defer func() { <-sem }()
+					if err := s.Put(ctx, ns, fmt.Sprintf("ranges/%d-%d", round, i), data); err != nil {
+						b.Error(err)
+					}
+				})
+			}
+			wg.Wait()
+			if err := syncer.Sync(ctx); err != nil {
+				b.Fatal(err)
+			}
+			syncer.Close()
+		}
+	})
+	b.Run("layout=pack", func(b *testing.B) {
+		s := NewBucketStore(BucketConfig{})
+		defer s.Close()
+		dir := b.TempDir()
+		ns := fileTestNS(dir)
+		round := 0
+		for b.Loop() {
+			round++
+			syncer, err := s.BeginWrites(ctx, ns)
+			if err != nil {
+				b.Fatal(err)
+			}
+			f, err := os.Create(filepath.Join(dir, fmt.Sprintf("pack-%d", round)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			for range objects {
+				if _, err := f.Write(data); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := f.Close(); err != nil {
+				b.Fatal(err)
+			}
+			if err := syncer.Sync(ctx); err != nil {
+				b.Fatal(err)
+			}
+			syncer.Close()
+		}
+	})
+}
