@@ -57,7 +57,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (daemon.
 	fs.DurationVar(&c.Etcd.KeepAliveTime, "etcd-keepalive-time", etcdkv.DefaultDialKeepAliveTime, "silence on a connection with requests in flight before the client pings the etcd member (at least 10s; negative: no pings)")
 	fs.DurationVar(&c.Etcd.KeepAliveTimeout, "etcd-keepalive-timeout", etcdkv.DefaultDialKeepAliveTimeout, "unanswered ping after which the connection to an etcd member is closed")
 	fs.StringVar(&c.StorageNamespaceRoot, "storage-namespace-root", "", "default blob store root for new repositories (default file://<data-dir>/blobs)")
-	fs.StringVar(&c.RangeCacheDir, "range-cache-dir", "", "range cache directory (default <data-dir>/cache)")
+	fs.StringVar(&c.RangeCacheDir, "range-cache-dir", "", "range cache directory, for S3 namespaces (file:// ones are read in place; default <data-dir>/cache)")
 	fs.Int64Var(&cacheSize, "range-cache-size", daemon.DefaultRangeCacheSize, "range cache size in bytes")
 	fs.StringVar(&c.TLSCertFile, "tls-cert", "", "TLS certificate file for the gRPC listener")
 	fs.StringVar(&c.TLSKeyFile, "tls-key", "", "TLS key file for the gRPC listener")
