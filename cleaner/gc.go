@@ -248,9 +248,9 @@ func (r *pass) collect() {
 func (g *gcRun) mark() (map[string]*gcNamespace, error) {
 	r := g.r
 	// The mark time comes first: a commit recorded after the revision is
-	// read wrote its metarange after this, minus how long a commit may
-	// take to record (less than half the grace), so the objects it
-	// references were modified after the cutoff.
+	// read refreshed the objects its metarange references after this,
+	// minus how long a commit may take to record (less than half the
+	// grace), so they were modified after the cutoff.
 	g.sum.MarkTime = r.c.cfg.Now()
 	g.cutoff = g.sum.MarkTime.Add(-g.sum.Grace)
 	snap, err := r.c.snapshot(r.ctx)

@@ -352,16 +352,7 @@ func TestTouchesSyncedWhenIDReturned(t *testing.T) {
 	cfg.GCGrace = 6 * time.Hour
 	recs := numbered(400, "v")
 	base := write(t, NewManager(blobs, cfg), ns, recs)
-	old := time.Now().Add(-10 * time.Hour)
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		return os.Chtimes(p, old, old)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ageFiles(t, dir, time.Now().Add(-10*time.Hour))
 	store := &syncOrderStore{BlobStore: blobs, started: make(chan struct{})}
 	// A restarted gravelerd: nothing remembered, every child is asked about.
 	m := NewManager(store, cfg)
@@ -385,5 +376,84 @@ func TestTouchesSyncedWhenIDReturned(t *testing.T) {
 	}
 	if lastSync < lastTouch {
 		t.Fatalf("the last touch came after the last sync began: %v", events)
+	}
+}
+
+// ageFiles sets the modification time of every file under dir.
+func ageFiles(t *testing.T, dir string, at time.Time) {
+	t.Helper()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		return os.Chtimes(p, at, at)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// touchFailStore meets a write-back failure with each Touch, made once the
+// writer's first Sync has returned (or after a few seconds): only a sync
+// after the touches can hear of it.
+type touchFailStore struct {
+	*crashStore
+	synced chan struct{}
+	once   sync.Once
+}
+
+func (s *touchFailStore) Touch(ctx context.Context, ns graveler.StorageNamespace, name string) error {
+	select {
+	case <-s.synced:
+	case <-time.After(5 * time.Second):
+	}
+	s.mu.Lock()
+	s.failures++
+	s.mu.Unlock()
+	return s.crashStore.Touch(ctx, ns, name)
+}
+
+func (s *touchFailStore) BeginWrites(ctx context.Context, ns graveler.StorageNamespace) (Syncer, error) {
+	inner, err := s.crashStore.BeginWrites(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	return &firstSyncSignal{Syncer: inner, s: s}, nil
+}
+
+type firstSyncSignal struct {
+	Syncer
+	s *touchFailStore
+}
+
+func (f *firstSyncSignal) Sync(ctx context.Context) error {
+	err := f.Syncer.Sync(ctx)
+	f.s.once.Do(func() { close(f.s.synced) })
+	return err
+}
+
+// TestTouchWriteBackFailureFailsTheWriter: a write-back failure met while
+// the writer touches the old children its new nodes name, after its first
+// sync, fails the write: the touched times may not be on disk, so no tree
+// ID is handed out.
+func TestTouchWriteBackFailureFailsTheWriter(t *testing.T) {
+	ctx := context.Background()
+	ns, dir := fileNS(t)
+	durable := NewBucketStore(BucketConfig{})
+	t.Cleanup(func() { durable.Close() })
+	cfg := multiLevelConfig()
+	cfg.GCGrace = 6 * time.Hour
+	recs := numbered(400, "v")
+	base := write(t, NewManager(durable, cfg), ns, recs)
+	ageFiles(t, dir, time.Now().Add(-10*time.Hour))
+	store := &touchFailStore{crashStore: &crashStore{BlobStore: durable, pending: map[string][]byte{}}, synced: make(chan struct{})}
+	m := NewManager(store, cfg)
+	last := recs[len(recs)-1]
+	_, _, err := m.Apply(ctx, ns, base, newSliceIter([]graveler.ValueRecord{rec(string(last.Key), "x", "x")}), graveler.ApplyOptions{})
+	if !errors.Is(err, errWriteBack) {
+		t.Fatalf("a write-back failure during the touches: the write returned %v, want the failure", err)
+	}
+	if n := store.syncersOpen(); n != 0 {
+		t.Fatalf("%d Syncers left open after a failed write", n)
 	}
 }
