@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -290,93 +289,79 @@ func TestWriteBackFailureFailsTheWriter(t *testing.T) {
 	}
 }
 
-// syncOrderStore records, in order, the Touches made and the Syncs begun.
-// A Touch waits (up to a few seconds) for some Sync to have begun, so a
-// writer that syncs while it checks its children's times touches after
-// that sync began: only a sync begun later covers the touch.
-type syncOrderStore struct {
+// hookStore passes Touches and Syncs on, calling its hooks (each may be
+// nil) before and after each Touch and at each Sync's start and end.
+type hookStore struct {
 	BlobStore
-	mu      sync.Mutex
-	events  []string
-	started chan struct{}
-	once    sync.Once
+	beforeTouch, afterTouch func(name string)
+	syncBegun, syncDone     func()
 }
 
-func (s *syncOrderStore) note(e string) {
-	s.mu.Lock()
-	s.events = append(s.events, e)
-	s.mu.Unlock()
-}
-
-func (s *syncOrderStore) Touch(ctx context.Context, ns graveler.StorageNamespace, name string) error {
-	select {
-	case <-s.started:
-	case <-time.After(5 * time.Second):
+func (s *hookStore) Touch(ctx context.Context, ns graveler.StorageNamespace, name string) error {
+	if s.beforeTouch != nil {
+		s.beforeTouch(name)
 	}
 	err := s.BlobStore.Touch(ctx, ns, name)
-	s.note("touch " + name)
+	if s.afterTouch != nil {
+		s.afterTouch(name)
+	}
 	return err
 }
 
-func (s *syncOrderStore) BeginWrites(ctx context.Context, ns graveler.StorageNamespace) (Syncer, error) {
+func (s *hookStore) BeginWrites(ctx context.Context, ns graveler.StorageNamespace) (Syncer, error) {
 	inner, err := s.BlobStore.BeginWrites(ctx, ns)
 	if err != nil {
 		return nil, err
 	}
-	return &orderSyncer{Syncer: inner, s: s}, nil
+	return &hookSyncer{Syncer: inner, s: s}, nil
 }
 
-type orderSyncer struct {
+type hookSyncer struct {
 	Syncer
-	s *syncOrderStore
+	s *hookStore
 }
 
-func (o *orderSyncer) Sync(ctx context.Context) error {
-	o.s.note("sync")
-	o.s.once.Do(func() { close(o.s.started) })
-	return o.Syncer.Sync(ctx)
+func (h *hookSyncer) Sync(ctx context.Context) error {
+	if h.s.syncBegun != nil {
+		h.s.syncBegun()
+	}
+	err := h.Syncer.Sync(ctx)
+	if h.s.syncDone != nil {
+		h.s.syncDone()
+	}
+	return err
 }
 
-// TestTouchesSyncedWhenIDReturned: the objects a tree write touches to
-// keep them from the collector (children older than half the GC grace)
-// have their new times made durable before the tree's ID is handed out:
-// a Sync begins after the last Touch. A crash that lost a touch would let
-// a collection that marked before the commit delete an object the
-// recorded commit names.
-func TestTouchesSyncedWhenIDReturned(t *testing.T) {
-	ctx := context.Background()
+// gate is a channel closed once (open), which a hook waits on (pass), up to
+// a few seconds so that a writer that never opens it is slow, not stuck.
+type gate struct {
+	ch   chan struct{}
+	once sync.Once
+}
+
+func newGate() *gate  { return &gate{ch: make(chan struct{})} }
+func (g *gate) open() { g.once.Do(func() { close(g.ch) }) }
+func (g *gate) pass() {
+	select {
+	case <-g.ch:
+	case <-time.After(5 * time.Second):
+	}
+}
+
+// agedTree writes a tree of several levels to a file:// namespace and
+// makes every object in it older than half the GC grace, so a write onto
+// it by a Manager that remembers nothing touches the children it reuses.
+func agedTree(t *testing.T) (ns graveler.StorageNamespace, durable BlobStore, cfg Config, base graveler.MetaRangeID, last graveler.ValueRecord) {
+	t.Helper()
 	ns, dir := fileNS(t)
-	blobs := NewBucketStore(BucketConfig{})
-	t.Cleanup(func() { blobs.Close() })
-	cfg := multiLevelConfig()
+	durable = NewBucketStore(BucketConfig{})
+	t.Cleanup(func() { durable.Close() })
+	cfg = multiLevelConfig()
 	cfg.GCGrace = 6 * time.Hour
 	recs := numbered(400, "v")
-	base := write(t, NewManager(blobs, cfg), ns, recs)
+	base = write(t, NewManager(durable, cfg), ns, recs)
 	ageFiles(t, dir, time.Now().Add(-10*time.Hour))
-	store := &syncOrderStore{BlobStore: blobs, started: make(chan struct{})}
-	// A restarted gravelerd: nothing remembered, every child is asked about.
-	m := NewManager(store, cfg)
-	last := recs[len(recs)-1]
-	if _, _, err := m.Apply(ctx, ns, base, newSliceIter([]graveler.ValueRecord{rec(string(last.Key), "x", "x")}), graveler.ApplyOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	store.mu.Lock()
-	events := slices.Clone(store.events)
-	store.mu.Unlock()
-	lastTouch, lastSync := -1, -1
-	for i, e := range events {
-		if strings.HasPrefix(e, "touch ") {
-			lastTouch = i
-		} else {
-			lastSync = i
-		}
-	}
-	if lastTouch < 0 {
-		t.Fatalf("nothing touched (events %v): the test's objects were not old enough", events)
-	}
-	if lastSync < lastTouch {
-		t.Fatalf("the last touch came after the last sync began: %v", events)
-	}
+	return ns, durable, cfg, base, recs[len(recs)-1]
 }
 
 // ageFiles sets the modification time of every file under dir.
@@ -393,67 +378,81 @@ func ageFiles(t *testing.T, dir string, at time.Time) {
 	}
 }
 
-// touchFailStore meets a write-back failure with each Touch, made once the
-// writer's first Sync has returned (or after a few seconds): only a sync
-// after the touches can hear of it.
-type touchFailStore struct {
-	*crashStore
-	synced chan struct{}
-	once   sync.Once
-}
-
-func (s *touchFailStore) Touch(ctx context.Context, ns graveler.StorageNamespace, name string) error {
-	select {
-	case <-s.synced:
-	case <-time.After(5 * time.Second):
+// TestTouchesSyncedWhenIDReturned: the objects a tree write touches to
+// keep them from the collector (children older than half the GC grace)
+// have their new times made durable before the tree's ID is handed out:
+// a Sync begins after the last Touch. A crash that lost a touch would let
+// a collection that marked before the commit delete an object the
+// recorded commit names. Each Touch waits for some Sync to have begun, so
+// a writer that syncs while it checks its children's times touches after
+// that sync began: only a sync begun later covers the touch.
+func TestTouchesSyncedWhenIDReturned(t *testing.T) {
+	ctx := context.Background()
+	ns, durable, cfg, base, last := agedTree(t)
+	var (
+		mu     sync.Mutex
+		events []string
+	)
+	note := func(e string) {
+		mu.Lock()
+		events = append(events, e)
+		mu.Unlock()
 	}
-	s.mu.Lock()
-	s.failures++
-	s.mu.Unlock()
-	return s.crashStore.Touch(ctx, ns, name)
-}
-
-func (s *touchFailStore) BeginWrites(ctx context.Context, ns graveler.StorageNamespace) (Syncer, error) {
-	inner, err := s.crashStore.BeginWrites(ctx, ns)
-	if err != nil {
-		return nil, err
+	begun := newGate()
+	store := &hookStore{
+		BlobStore:   durable,
+		beforeTouch: func(string) { begun.pass() },
+		afterTouch:  func(name string) { note("touch " + name) },
+		syncBegun:   func() { note("sync"); begun.open() },
 	}
-	return &firstSyncSignal{Syncer: inner, s: s}, nil
-}
-
-type firstSyncSignal struct {
-	Syncer
-	s *touchFailStore
-}
-
-func (f *firstSyncSignal) Sync(ctx context.Context) error {
-	err := f.Syncer.Sync(ctx)
-	f.s.once.Do(func() { close(f.s.synced) })
-	return err
+	// A restarted gravelerd: nothing remembered, every child is asked about.
+	m := NewManager(store, cfg)
+	if _, _, err := m.Apply(ctx, ns, base, newSliceIter([]graveler.ValueRecord{rec(string(last.Key), "x", "x")}), graveler.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	lastTouch, lastSync := -1, -1
+	for i, e := range events {
+		if strings.HasPrefix(e, "touch ") {
+			lastTouch = i
+		} else {
+			lastSync = i
+		}
+	}
+	if lastTouch < 0 {
+		t.Fatalf("nothing touched (events %v): the test's objects were not old enough", events)
+	}
+	if lastSync < lastTouch {
+		t.Fatalf("the last touch came after the last sync began: %v", events)
+	}
 }
 
 // TestTouchWriteBackFailureFailsTheWriter: a write-back failure met while
 // the writer touches the old children its new nodes name, after its first
-// sync, fails the write: the touched times may not be on disk, so no tree
-// ID is handed out.
+// sync returned (each Touch waits for that), fails the write: the touched
+// times may not be on disk, so no tree ID is handed out.
 func TestTouchWriteBackFailureFailsTheWriter(t *testing.T) {
 	ctx := context.Background()
-	ns, dir := fileNS(t)
-	durable := NewBucketStore(BucketConfig{})
-	t.Cleanup(func() { durable.Close() })
-	cfg := multiLevelConfig()
-	cfg.GCGrace = 6 * time.Hour
-	recs := numbered(400, "v")
-	base := write(t, NewManager(durable, cfg), ns, recs)
-	ageFiles(t, dir, time.Now().Add(-10*time.Hour))
-	store := &touchFailStore{crashStore: &crashStore{BlobStore: durable, pending: map[string][]byte{}}, synced: make(chan struct{})}
+	ns, durable, cfg, base, last := agedTree(t)
+	crash := &crashStore{BlobStore: durable, pending: map[string][]byte{}}
+	synced := newGate()
+	store := &hookStore{
+		BlobStore: crash,
+		beforeTouch: func(string) {
+			synced.pass()
+			crash.mu.Lock()
+			crash.failures++
+			crash.mu.Unlock()
+		},
+		syncDone: synced.open,
+	}
 	m := NewManager(store, cfg)
-	last := recs[len(recs)-1]
 	_, _, err := m.Apply(ctx, ns, base, newSliceIter([]graveler.ValueRecord{rec(string(last.Key), "x", "x")}), graveler.ApplyOptions{})
 	if !errors.Is(err, errWriteBack) {
 		t.Fatalf("a write-back failure during the touches: the write returned %v, want the failure", err)
 	}
-	if n := store.syncersOpen(); n != 0 {
+	if n := crash.syncersOpen(); n != 0 {
 		t.Fatalf("%d Syncers left open after a failed write", n)
 	}
 }
