@@ -195,10 +195,13 @@ func BenchmarkCommitObjectsFilesVsPack(b *testing.B) {
 	const objects, size = 1760, 8400
 	data := bytes.Repeat([]byte("0123456789abcdef"), size/16)
 	ctx := context.Background()
-	b.Run("layout=files", func(b *testing.B) {
+	// rounds runs write once per iteration, between BeginWrites and the
+	// Sync a tree write ends with.
+	rounds := func(b *testing.B, write func(s BlobStore, ns graveler.StorageNamespace, dir string, round int)) {
 		s := NewBucketStore(BucketConfig{})
 		defer s.Close()
-		ns := fileTestNS(b.TempDir())
+		dir := b.TempDir()
+		ns := fileTestNS(dir)
 		round := 0
 		for b.Loop() {
 			round++
@@ -206,6 +209,15 @@ func BenchmarkCommitObjectsFilesVsPack(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			write(s, ns, dir, round)
+			if err := syncer.Sync(ctx); err != nil {
+				b.Fatal(err)
+			}
+			syncer.Close()
+		}
+	}
+	b.Run("layout=files", func(b *testing.B) {
+		rounds(b, func(s BlobStore, ns graveler.StorageNamespace, _ string, round int) {
 			var wg sync.WaitGroup
 			sem := make(chan struct{}, DefaultWriteParallelism)
 			for i := range objects {
@@ -218,24 +230,10 @@ func BenchmarkCommitObjectsFilesVsPack(b *testing.B) {
 				})
 			}
 			wg.Wait()
-			if err := syncer.Sync(ctx); err != nil {
-				b.Fatal(err)
-			}
-			syncer.Close()
-		}
+		})
 	})
 	b.Run("layout=pack", func(b *testing.B) {
-		s := NewBucketStore(BucketConfig{})
-		defer s.Close()
-		dir := b.TempDir()
-		ns := fileTestNS(dir)
-		round := 0
-		for b.Loop() {
-			round++
-			syncer, err := s.BeginWrites(ctx, ns)
-			if err != nil {
-				b.Fatal(err)
-			}
+		rounds(b, func(_ BlobStore, _ graveler.StorageNamespace, dir string, round int) {
 			f, err := os.Create(filepath.Join(dir, fmt.Sprintf("pack-%d", round)))
 			if err != nil {
 				b.Fatal(err)
@@ -248,10 +246,6 @@ func BenchmarkCommitObjectsFilesVsPack(b *testing.B) {
 			if err := f.Close(); err != nil {
 				b.Fatal(err)
 			}
-			if err := syncer.Sync(ctx); err != nil {
-				b.Fatal(err)
-			}
-			syncer.Close()
-		}
+		})
 	})
 }
