@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -454,5 +455,42 @@ func TestTouchWriteBackFailureFailsTheWriter(t *testing.T) {
 	}
 	if n := crash.syncersOpen(); n != 0 {
 		t.Fatalf("%d Syncers left open after a failed write", n)
+	}
+}
+
+// TestCallerGivesUpDuringTouches: a caller that gives up while the writer
+// touches its old children (its first sync begun) gets its context's
+// error and no tree ID, and the writer waits for the sync in flight
+// before it releases the Syncer.
+func TestCallerGivesUpDuringTouches(t *testing.T) {
+	ns, durable, cfg, base, last := agedTree(t)
+	crash := &crashStore{BlobStore: durable, pending: map[string][]byte{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	begun := newGate()
+	var syncing, overlapped atomic.Int64
+	store := &hookStore{
+		BlobStore:   crash,
+		beforeTouch: func(string) { begun.pass(); cancel() },
+		syncBegun:   func() { syncing.Add(1); begun.open() },
+		syncDone: func() {
+			// A slow sync: a writer that did not wait for it would
+			// return, and close its Syncer, meanwhile.
+			time.Sleep(50 * time.Millisecond)
+			if crash.syncersOpen() == 0 {
+				overlapped.Add(1) // the Syncer was closed under this sync
+			}
+			syncing.Add(-1)
+		},
+	}
+	id, _, err := NewManager(store, cfg).Apply(ctx, ns, base, newSliceIter([]graveler.ValueRecord{rec(string(last.Key), "x", "x")}), graveler.ApplyOptions{})
+	if !errors.Is(err, context.Canceled) || id != "" {
+		t.Fatalf("Apply after its caller gave up: %q, %v; want no ID and context.Canceled", id, err)
+	}
+	if n := crash.syncersOpen(); n != 0 {
+		t.Fatalf("%d Syncers left open", n)
+	}
+	if syncing.Load() != 0 || overlapped.Load() != 0 {
+		t.Fatalf("a sync was still running (%d) or outlived its Syncer (%d) when Apply returned", syncing.Load(), overlapped.Load())
 	}
 }

@@ -62,8 +62,8 @@ func TestFreshnessGenerations(t *testing.T) {
 
 // BenchmarkRefreshKnownFresh times refresh's check of the children a
 // commit of 1,000 random keys into 10M entries names (about 88,000,
-// passed through from the base, all known fresh): work on the commit's
-// path between its last object write and its root.
+// passed through from the base, all known fresh): work a commit does
+// while its first sync runs, after its root is written.
 func BenchmarkRefreshKnownFresh(b *testing.B) {
 	const n = 88_000
 	m := NewManager(NewBucketStore(BucketConfig{}), Config{})
