@@ -230,6 +230,12 @@ func (m *Manager) loadRange(ctx context.Context, ns graveler.StorageNamespace, i
 		}
 		return l.f, l.err
 	}
+	// A load may have finished between the lookup above and the lock;
+	// it adds to the cache before it leaves m.loading.
+	if f, ok := m.ranges.get(key); ok {
+		m.mu.Unlock()
+		return f, nil
+	}
 	l := &rangeLoad{done: make(chan struct{})}
 	m.loading[key] = l
 	m.mu.Unlock()

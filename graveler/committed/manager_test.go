@@ -401,3 +401,36 @@ func TestConcurrentReads(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Readers that ask for one range at once read it from the store once,
+// including one whose cache lookup missed just before another reader's
+// load finished (the load adds to the cache, then leaves m.loading).
+func TestConcurrentRangeLoadsReadOnce(t *testing.T) {
+	ctx := context.Background()
+	m, store, ns := newTestManager(t, tinyConfig)
+	baseID := write(t, m, ns, numbered(200, "v"))
+	root, err := m.loadNode(ctx, ns, baseID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if root.level != 1 {
+		t.Fatalf("root at level %d", root.level)
+	}
+	for round := range 300 {
+		cold := NewManager(store, tinyConfig)
+		id := root.children[round%len(root.children)].ID
+		before := store.rangeGets.Load()
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				if _, err := cold.loadRange(ctx, ns, id); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		if n := store.rangeGets.Load() - before; n != 1 {
+			t.Fatalf("round %d: %d reads of one range", round, n)
+		}
+	}
+}
