@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"graveler/graveler"
 )
@@ -244,8 +243,9 @@ var ErrSkipSubtree = errors.New("committed: skip this subtree")
 
 // TreeObjects calls fn with the blob name of every object tree id
 // references, the root first and every node before its children, reading
-// the tree's inner nodes from the blob store directly (never a cache) and
-// checking each as ReadMetaRange does. Ranges are named, not read. fn may
+// the tree's inner nodes with blobs.Get and checking each as
+// ReadMetaRange does (through a CachedBlobStore, a node deleted from the
+// store may still be read: CheckTreeStored asks Exists of each). Ranges are named, not read. fn may
 // be called more than once with one name when subtrees are shared, unless
 // it returns ErrSkipSubtree for the node (for a range that return is
 // ignored). The empty tree "" has no objects. Errors: those of
@@ -285,17 +285,20 @@ func TreeObjects(ctx context.Context, blobs BlobStore, ns graveler.StorageNamesp
 }
 
 // CheckTreeStored returns nil when every object of tree id is stored in
-// ns, asking the blob store itself (inner nodes are read). Otherwise: an
-// error wrapping ErrBlobNotFound naming the first object found missing
-// (and, for the root, graveler.ErrMetaRangeNotFound), or a read failure.
+// ns, asking the blob store itself with Exists for each one, inner nodes
+// included: that a node could be read proves nothing, since a
+// CachedBlobStore serves its copy of an object deleted from the store.
+// Otherwise: an error wrapping ErrBlobNotFound naming the first object
+// found missing (and, for the root, graveler.ErrMetaRangeNotFound), or a
+// read failure.
 func CheckTreeStored(ctx context.Context, blobs BlobStore, ns graveler.StorageNamespace, id graveler.MetaRangeID) error {
 	return TreeObjects(ctx, blobs, ns, id, func(name string) error {
-		if !strings.HasPrefix(name, rangesPrefix) {
-			return nil // an inner node: TreeObjects reads it
-		}
 		ok, err := blobs.Exists(ctx, ns, name)
 		if err != nil {
 			return fmt.Errorf("committed: stat %s: %w", name, err)
+		}
+		if !ok && name == metaRangeBlobName(id) {
+			return fmt.Errorf("committed: root %s of tree %s: %w: %w", name, id, graveler.ErrMetaRangeNotFound, ErrBlobNotFound)
 		}
 		if !ok {
 			return fmt.Errorf("committed: %s of tree %s: %w", name, id, ErrBlobNotFound)
