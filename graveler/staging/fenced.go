@@ -321,15 +321,20 @@ func (fb *fencedBatcher) run(gk string, g *fencedGroup, b *fencedBatch) {
 
 // runAlone sends each key of a batch the store refused as too large on
 // its own, so that each writer hears about its own write. The refused
-// request applied nothing, so a key whose writers have all gone since is
-// not sent again: it is answered with their contexts' errors.
+// request applied nothing, so a writer that has given up since is not
+// sent again: it is answered with its context's error, and its key
+// carries the value of the last writer still waiting, if any.
 func (fb *fencedBatcher) runAlone(b *fencedBatch) {
 	for _, k := range b.keys {
-		ws := b.waiters[k]
-		if !slices.ContainsFunc(ws, func(wt *fencedWaiter) bool { return wt.ctx.Err() == nil }) {
-			for _, wt := range ws {
-				wt.finish(nil, wt.ctx.Err())
+		var ws []*fencedWaiter
+		for _, wt := range b.waiters[k] {
+			if err := wt.ctx.Err(); err != nil {
+				wt.finish(nil, err)
+				continue
 			}
+			ws = append(ws, wt)
+		}
+		if len(ws) == 0 {
 			continue
 		}
 		ctx, cancel := requestContext(ws)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -255,24 +256,26 @@ func TestFencedLoneWriterGivesUp(t *testing.T) {
 	})
 }
 
-// refusingStore refuses a set-and-read of more than maxOps writes as etcd
-// refuses a transaction over its --max-txn-ops, and holds requests at a
-// gate.
+// refusingStore refuses a guarded set-and-read of more than maxOps
+// writes, as etcd refuses a transaction over its --max-txn-ops, before
+// applying anything; onRefuse, if set, runs as it refuses. Requests it
+// lets through are held at the PauseStore's gates.
 type refusingStore struct {
 	*kvtest.PauseStore
-	maxOps int
-	mu     sync.Mutex
-	sizes  []int
+	maxOps   int
+	onRefuse func()
+	refused  atomic.Int32
 }
 
-func (s *refusingStore) SetAndRead(ctx context.Context, writes []kv.Write, reads []kv.KeyRef) ([]kv.Entry, error) {
-	s.mu.Lock()
-	s.sizes = append(s.sizes, len(writes))
-	s.mu.Unlock()
+func (s *refusingStore) SetAndReadUnless(ctx context.Context, absent []kv.KeyRef, writes []kv.Write, reads []kv.KeyRef) ([]kv.Entry, bool, error) {
 	if len(writes) > s.maxOps {
-		return nil, fmt.Errorf("%w: %d writes", kv.ErrTooManyOps, len(writes))
+		s.refused.Add(1)
+		if s.onRefuse != nil {
+			s.onRefuse()
+		}
+		return nil, false, fmt.Errorf("%w: %d writes", kv.ErrTooManyOps, len(writes))
 	}
-	return s.PauseStore.SetAndRead(ctx, writes, reads)
+	return s.PauseStore.SetAndReadUnless(ctx, absent, writes, reads)
 }
 
 // TestFencedBatchRefusedGoesAlone: a batch the store refuses for its
@@ -311,6 +314,54 @@ func TestFencedBatchRefusedGoesAlone(t *testing.T) {
 			if !e.staged(fmt.Sprintf("k%d", i)) {
 				t.Fatalf("k%d missing", i)
 			}
+		}
+		if rs.refused.Load() == 0 {
+			t.Fatal("no request was refused: the path under test did not run")
+		}
+	})
+}
+
+// TestFencedBatchRefusedSkipsWriterGone: two writers of one key share a
+// batch the store refuses; the later one gives up while the refused
+// request is out. Sent again alone, the key carries the value of the
+// writer still waiting, and the one that gave up hears its context's
+// error: its write, of which nothing applied, is never sent again.
+func TestFencedBatchRefusedSkipsWriterGone(t *testing.T) {
+	forEachPausedStore(t, staging.Config{}, func(e *pausedEnv) {
+		ctx, cancel := context.WithCancel(e.ctx)
+		rs := &refusingStore{PauseStore: e.ps, maxOps: 1, onRefuse: cancel}
+		e.m = staging.New(rs, staging.Config{})
+		put := func(ctx context.Context, key, v string) <-chan error {
+			done := make(chan error, 1)
+			go func() {
+				_, err := e.m.SetAndRead(ctx, e.st, graveler.Key(key), val(v), e.reads)
+				done <- err
+			}()
+			return done
+		}
+		pt, first := e.holdFirst("first")
+		live := put(e.ctx, "k", "live")
+		e.waitQueued(1)
+		gone := put(ctx, "k", "gone")
+		e.waitQueued(2)
+		other := put(e.ctx, "o", "o")
+		e.waitQueued(3)
+		e.release(pt, first)
+		if err := wait(t, live); err != nil {
+			t.Fatalf("the writer still waiting: %v", err)
+		}
+		if err := wait(t, other); err != nil {
+			t.Fatalf("the writer of another key: %v", err)
+		}
+		if err := wait(t, gone); !errors.Is(err, context.Canceled) {
+			t.Fatalf("the writer that gave up before its write was sent again: %v, want context.Canceled", err)
+		}
+		v, err := e.m.Get(e.ctx, e.st, graveler.Key("k"))
+		if err != nil || !sameValue(v, val("live")) {
+			t.Fatalf("k = %v, %v; want the value of the writer still waiting", v, err)
+		}
+		if rs.refused.Load() == 0 {
+			t.Fatal("no request was refused: the path under test did not run")
 		}
 	})
 }
