@@ -134,8 +134,13 @@ func (g *Graveler) groupedGet(ctx context.Context, repo *RepositoryRecord, id Br
 	if !grp.inFlight {
 		grp.inFlight = true
 		rg.mu.Unlock()
-		last := g.readTogether(ctx, repo, id, b, []*readWaiter{wt})
-		g.nextReads(gk, grp, repo, id, last, b)
+		var last *Branch
+		func() {
+			// Deferred: a panic in the read must not leave the group in
+			// flight, with every later Get of the branch queued for good.
+			defer func() { g.nextReads(gk, grp, repo, id, last, b) }()
+			last = g.readTogether(ctx, repo, id, b, []*readWaiter{wt})
+		}()
 		<-wt.done
 		return wt.ans
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,6 +27,8 @@ type getManyLog struct {
 	mu    sync.Mutex
 	sizes []int
 	gets  []string // keys of plain Gets
+	// panicNext makes the next GetMany panic.
+	panicNext atomic.Bool
 }
 
 func (s *getManyLog) Get(ctx context.Context, partition, key []byte) ([]byte, kv.Predicate, error) {
@@ -49,6 +52,9 @@ func (s *getManyLog) getsOf(key []byte) int {
 }
 
 func (s *getManyLog) GetMany(ctx context.Context, reads []kv.KeyRef) ([]kv.Entry, error) {
+	if s.panicNext.CompareAndSwap(true, false) {
+		panic("store failure")
+	}
 	s.mu.Lock()
 	s.sizes = append(s.sizes, len(reads))
 	s.mu.Unlock()
@@ -198,6 +204,25 @@ func TestGroupedReadSeesWriteBeforeItsTransaction(t *testing.T) {
 	if got := f.log.since(n); len(got) != 2 || got[1] != got[0]+1 {
 		t.Fatalf("transactions of %v records, want the leader's and one for the queued Gets, reading one key more (k and j)", got)
 	}
+}
+
+// TestGroupedReadPanicFreesBranch: a lone Get's transaction panics in the
+// store (the gRPC server recovers such a panic and goes on serving); the
+// branch's next Get is read, not queued behind a read that will never
+// finish.
+func TestGroupedReadPanicFreesBranch(t *testing.T) {
+	f := newGroupFixture(t)
+	f.set("main", "k", "v1")
+	f.log.panicNext.Store(true)
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("the store's panic did not reach the reader")
+			}
+		}()
+		_, _ = f.g.Get(f.ctx, f.repo, "main", graveler.Key("k"))
+	}()
+	f.wantGet(f.awaitGet(f.getAsync(f.ctx, "k")), "v1")
 }
 
 // TestGroupedReadReaderGivesUp: a reader of a group gives up while it is

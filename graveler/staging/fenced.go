@@ -225,11 +225,13 @@ func (fb *fencedBatcher) do(ctx context.Context, w kv.Write, reads []kv.KeyRef) 
 		// queued batch), so its giving up harms nobody.
 		g.inFlight = true
 		fb.mu.Unlock()
+		// Deferred: a panic in the store must not leave the group in
+		// flight, with every later write of the token queued for good.
+		defer fb.handOff(gk, g)
 		got, err := setAndReadUnsealed(ctx, fb.store, []kv.Write{w}, reads)
 		fencedWrites.Inc()
 		fencedBatches.Inc()
 		fencedBatchWrites.Observe(1)
-		fb.handOff(gk, g)
 		return got, err
 	}
 	wt := &fencedWaiter{ctx: ctx, w: w, size: len(w.Partition) + len(w.Key) + len(w.Value), done: make(chan struct{})}

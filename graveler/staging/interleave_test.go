@@ -437,3 +437,46 @@ func (s *sizingStore) SetAndRead(ctx context.Context, writes []kv.Write, reads [
 	s.check(writes)
 	return s.PauseStore.SetAndRead(ctx, writes, reads)
 }
+
+// panicOnceStore panics in its first guarded set-and-read after armed.
+type panicOnceStore struct {
+	*kv.MemoryStore
+	armed atomic.Bool
+}
+
+func (s *panicOnceStore) SetAndReadUnless(ctx context.Context, absent []kv.KeyRef, writes []kv.Write, reads []kv.KeyRef) ([]kv.Entry, bool, error) {
+	if s.armed.CompareAndSwap(true, false) {
+		panic("store failure")
+	}
+	return s.MemoryStore.SetAndReadUnless(ctx, absent, writes, reads)
+}
+
+// TestFencedWriterPanicFreesToken: a lone writer's request panics in the
+// store (the gRPC server recovers such a panic and goes on serving); the
+// token's next write is sent, not queued behind a request that will never
+// finish.
+func TestFencedWriterPanicFreesToken(t *testing.T) {
+	store := kv.NewMemoryStore()
+	t.Cleanup(func() { store.Close() })
+	ps := &panicOnceStore{MemoryStore: store}
+	m := staging.New(ps, staging.Config{})
+	ctx := t.Context()
+	reads := []kv.KeyRef{{Partition: []byte("fence"), Key: []byte("branch")}}
+	ps.armed.Store(true)
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("the store's panic did not reach the writer")
+			}
+		}()
+		_, _ = m.SetAndRead(ctx, "tok", graveler.Key("a"), val("a"), reads)
+	}()
+	done := make(chan error, 1)
+	go func() {
+		_, err := m.SetAndRead(ctx, "tok", graveler.Key("b"), val("b"), reads)
+		done <- err
+	}()
+	if err := wait(t, done); err != nil {
+		t.Fatalf("the next write of the token: %v", err)
+	}
+}
