@@ -170,8 +170,10 @@ func (s *Store) setIfWithTxn(partition, key, value []byte, pred kv.Predicate, ab
 
 // settleSetIfWith decides the outcome of a SetIfWith whose first attempt
 // failed with firstErr after it may have been applied: it re-sends the
-// same transaction, reading k when it fails. Success means the first
-// attempt had not applied and this one did. Otherwise k as read decides:
+// same transaction, reading k when it fails (for a create, only after
+// createdMeanwhile found no creation of k since deleted). Success means
+// the first attempt had not applied and this one did. Otherwise k as read
+// decides:
 //
 //   - k moved on from pred: its history decides, as for SetIf
 //     (setIfVerdict);
@@ -182,7 +184,7 @@ func (s *Store) setIfWithTxn(partition, key, value []byte, pred kv.Predicate, ab
 //     created k, since deleted, before an absent key appeared; it did iff
 //     k was put with value between sentAfter and the re-send.
 func (s *Store) settleSetIfWith(ctx context.Context, k string, value []byte, pred kv.Predicate, cmps []clientv3.Cmp, ops []clientv3.Op, sentAfter int64, what string, firstErr error, failed func() error) error {
-	return s.settleTxn(ctx, what, k, cmps, ops, firstErr, failed, func(c context.Context, cur *mvccpb.KeyValue, at int64) (verdict, int64, error) {
+	return s.settleTxn(ctx, what, k, cmps, ops, firstErr, failed, s.createdMeanwhileIf(k, value, pred, sentAfter), func(c context.Context, cur *mvccpb.KeyValue, at int64) (verdict, int64, error) {
 		switch {
 		case pred.IsAbsent() && cur == nil:
 			rev, err := s.createdBetween(c, k, value, sentAfter, at)
@@ -294,7 +296,7 @@ func (s *Store) deleteIfWithTxn(partition, key []byte, pred kv.Predicate, also [
 // the same transaction, reading k when the guard fails, and then k's
 // history decides (deleteIfWithVerdict).
 func (s *Store) settleDeleteIfWith(ctx context.Context, k string, pred kv.Predicate, also []kv.Write, cmps []clientv3.Cmp, ops []clientv3.Op, what string, firstErr error, failed func() error) error {
-	return s.settleTxn(ctx, what, k, cmps, ops, firstErr, failed, func(c context.Context, cur *mvccpb.KeyValue, _ int64) (verdict, int64, error) {
+	return s.settleTxn(ctx, what, k, cmps, ops, firstErr, failed, nil, func(c context.Context, cur *mvccpb.KeyValue, _ int64) (verdict, int64, error) {
 		return s.deleteIfWithVerdict(c, k, pred, also, cur)
 	})
 }

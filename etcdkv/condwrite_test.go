@@ -86,6 +86,13 @@ func TestSettleSetIfWith(t *testing.T) {
 			setIfWith(t, f)
 			seal(t, f)
 		}},
+		// Missing again and not sealed: a re-send would pass every
+		// guard and create the key a second time.
+		{name: "absent: applied, then deleted", value: "", setup: func(t *testing.T, f *settleFixture) {
+			f.send(t)
+			setIfWith(t, f)
+			f.del(t)
+		}},
 		// The key is missing again, so only the marker fails the re-send:
 		// the history since the attempt was sent must show the creation.
 		{name: "absent: applied, then deleted and sealed", value: "", setup: func(t *testing.T, f *settleFixture) {

@@ -59,11 +59,26 @@ func (s *Store) currentKey(ctx context.Context, k string) (*mvccpb.KeyValue, int
 // as the caller would see it (kv.ErrQuotaExceeded). Applied: nil, as if
 // it had succeeded. Not applied: refused. Unknowable: kv.ErrAmbiguous.
 func (s *Store) noSpaceSetIf(ctx context.Context, what, k string, value []byte, pred kv.Predicate, sentAfter int64, refused error) error {
-	cur, _, err := s.currentKey(ctx, k)
+	cur, at, err := s.currentKey(ctx, k)
 	if err != nil {
 		return noSpaceAmbiguous(what, refused, fmt.Sprintf("reading the key to tell whether it applied failed (%v)", err))
 	}
-	if pred.IsAbsent() && cur == nil || !pred.IsAbsent() && cur != nil && cur.ModRevision == pred.Version() {
+	if pred.IsAbsent() && cur == nil {
+		// Missing now, but a create that applied may have been deleted
+		// since: its history tells.
+		rev, err := s.createdBetween(ctx, k, value, sentAfter, at)
+		switch {
+		case isCompacted(err):
+			return noSpaceAmbiguous(what, refused, "the key's history cannot tell whether it applied")
+		case err != nil:
+			return noSpaceAmbiguous(what, refused, fmt.Sprintf("the key's history, which tells whether it applied, could not be read (%v)", err))
+		case rev > 0:
+			kv.NoteWrite(ctx, rev)
+			return nil
+		}
+		return refused
+	}
+	if !pred.IsAbsent() && cur != nil && cur.ModRevision == pred.Version() {
 		// The guard still holds: had the put applied, the key would
 		// have moved on, and only deletes have happened since.
 		return refused

@@ -206,4 +206,14 @@ func TestNoSpaceApplied(t *testing.T) {
 	if err := s.NoSpaceSetIfForTest(ctx, part, []byte("d"), []byte("v"), kv.Absent, sent); err != nil {
 		t.Errorf("SetIf absent that created the key: %v, want applied", err)
 	}
+	// Created as the write etcd applied, then deleted by another client:
+	// missing again, yet it applied.
+	sent = s.SentAfterForTest()
+	put("e", "v")
+	if _, err := srv.Client.Delete(ctx, s.RawKey(part, []byte("e"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.NoSpaceSetIfForTest(ctx, part, []byte("e"), []byte("v"), kv.Absent, sent); err != nil {
+		t.Errorf("SetIf absent that created the key, since deleted: %v, want applied", err)
+	}
 }

@@ -231,6 +231,24 @@ func TestSettleSetIf(t *testing.T) {
 			setIf(t, f, "mine")
 			f.set(t, "theirs")
 		}},
+		// Missing again, so a re-send would pass the guard: it must not
+		// create the key a second time after someone deleted it.
+		{name: "absent: applied, then deleted", value: "", setup: func(t *testing.T, f *settleFixture) {
+			f.send(t)
+			setIf(t, f, "mine")
+			f.del(t)
+		}},
+		{name: "absent: applied, then deleted, history compacted", want: kv.ErrAmbiguous, value: "", setup: func(t *testing.T, f *settleFixture) {
+			f.send(t)
+			setIf(t, f, "mine")
+			f.del(t)
+			f.compact(t)
+		}},
+		{name: "absent: another writer created and deleted it", value: "mine", setup: func(t *testing.T, f *settleFixture) {
+			f.send(t)
+			f.set(t, "theirs")
+			f.del(t)
+		}},
 		{name: "absent: applied, then deleted and re-created", value: "theirs", setup: func(t *testing.T, f *settleFixture) {
 			f.send(t)
 			setIf(t, f, "mine")

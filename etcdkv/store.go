@@ -760,16 +760,28 @@ func (s *Store) casWrite(ctx context.Context, what string, cmps []clientv3.Cmp, 
 // decide tells from the key's history (cur is the key as read, nil when
 // missing) whether it was our first attempt that moved it, and if so at
 // which revision.
-func (s *Store) settleCAS(ctx context.Context, what, k string, pred kv.Predicate, op clientv3.Op, firstErr error, failed func() error, decide func(c context.Context, cur *mvccpb.KeyValue) (verdict, int64, error)) error {
-	return s.settleTxn(ctx, what, k, []clientv3.Cmp{s.guard(k, pred)}, []clientv3.Op{op}, firstErr, failed,
+func (s *Store) settleCAS(ctx context.Context, what, k string, pred kv.Predicate, op clientv3.Op, firstErr error, failed func() error, created func(context.Context) (int64, error), decide func(c context.Context, cur *mvccpb.KeyValue) (verdict, int64, error)) error {
+	return s.settleTxn(ctx, what, k, []clientv3.Cmp{s.guard(k, pred)}, []clientv3.Op{op}, firstErr, failed, created,
 		func(c context.Context, cur *mvccpb.KeyValue, _ int64) (verdict, int64, error) { return decide(c, cur) })
 }
 
 // settleTxn is settleCAS for a transaction of several compares and ops
 // that reads k when its compares fail; decide also gets the revision the
-// failed re-send read at.
-func (s *Store) settleTxn(ctx context.Context, what, k string, cmps []clientv3.Cmp, ops []clientv3.Op, firstErr error, failed func() error, decide func(c context.Context, cur *mvccpb.KeyValue, at int64) (verdict, int64, error)) error {
+// failed re-send read at. created, when not nil, runs before each re-send
+// and returns the revision at which the first attempt applied if it can
+// tell so already (a create whose key was deleted since, which the
+// re-send would create again: createdMeanwhile), or 0.
+func (s *Store) settleTxn(ctx context.Context, what, k string, cmps []clientv3.Cmp, ops []clientv3.Op, firstErr error, failed func() error, created func(context.Context) (int64, error), decide func(c context.Context, cur *mvccpb.KeyValue, at int64) (verdict, int64, error)) error {
 	return s.settleGuarded(ctx, what, firstErr, failed, func(c context.Context) (verdict, int64, error) {
+		if created != nil {
+			rev, err := created(c)
+			if err != nil {
+				return undecided, 0, err
+			}
+			if rev > 0 {
+				return applied, rev, nil
+			}
+		}
 		resp, err := s.cli.Txn(c).If(cmps...).Then(ops...).Else(clientv3.OpGet(k)).Commit()
 		if err != nil {
 			return undecided, 0, err
@@ -785,7 +797,9 @@ func (s *Store) settleTxn(ctx context.Context, what, k string, cmps []clientv3.C
 // settleSetIf decides the outcome of a SetIf whose first attempt failed
 // with firstErr after it may have been applied. It re-sends the same
 // guarded Txn, reading the key when the guard fails: success means the
-// first attempt had not applied and this one did. A failed guard means
+// first attempt had not applied and this one did. A create (pred Absent)
+// looks first for a creation of the key with our value since deleted
+// (createdMeanwhile): re-sent, it would apply a second time. A failed guard means
 // the key moved on, through our first attempt or another writer's; the
 // current value cannot tell which (another writer may have overwritten
 // ours), so the key's history decides:
@@ -802,7 +816,7 @@ func (s *Store) settleTxn(ctx context.Context, what, k string, cmps []clientv3.C
 // needed is compacted the outcome is unknowable: kv.ErrAmbiguous, never a
 // guess.
 func (s *Store) settleSetIf(ctx context.Context, k string, value []byte, pred kv.Predicate, sentAfter int64, what string, firstErr error, failed func() error) error {
-	return s.settleCAS(ctx, what, k, pred, clientv3.OpPut(k, string(value)), firstErr, failed, func(c context.Context, cur *mvccpb.KeyValue) (verdict, int64, error) {
+	return s.settleCAS(ctx, what, k, pred, clientv3.OpPut(k, string(value)), firstErr, failed, s.createdMeanwhileIf(k, value, pred, sentAfter), func(c context.Context, cur *mvccpb.KeyValue) (verdict, int64, error) {
 		return s.setIfVerdict(c, k, value, pred, sentAfter, cur)
 	})
 }
@@ -822,6 +836,31 @@ func (s *Store) setIfVerdict(ctx context.Context, k string, value []byte, pred k
 		return applied, ev.Kv.ModRevision, nil
 	}
 	return notApplied, 0, nil
+}
+
+// createdMeanwhile tells whether a create of k with value (guarded by
+// "k is missing"), sent after sentAfter and whose answer was lost,
+// applied and k was deleted since: k is missing again, so a re-send would
+// pass the guard and create k a second time, bringing back what someone
+// deleted. It returns the creation's revision, or 0 when k is present
+// (the re-send's guard fails and the history decides) or was not created
+// with value since sentAfter. A first attempt etcd applies only after
+// this read, and that is deleted again before the re-send, is not seen.
+func (s *Store) createdMeanwhile(ctx context.Context, k string, value []byte, sentAfter int64) (int64, error) {
+	cur, at, err := s.currentKey(ctx, k)
+	if err != nil || cur != nil {
+		return 0, err
+	}
+	return s.createdBetween(ctx, k, value, sentAfter, at)
+}
+
+// createdMeanwhileIf is createdMeanwhile for a put guarded by pred: nil
+// unless pred is Absent (a put guarded by a version cannot apply twice).
+func (s *Store) createdMeanwhileIf(k string, value []byte, pred kv.Predicate, sentAfter int64) func(context.Context) (int64, error) {
+	if !pred.IsAbsent() {
+		return nil
+	}
+	return func(c context.Context) (int64, error) { return s.createdMeanwhile(c, k, value, sentAfter) }
 }
 
 // elseKV is the key read by the Else branch of a failed guarded Txn, or
@@ -912,7 +951,7 @@ func (s *Store) deleteIf(ctx context.Context, partition, key []byte, pred kv.Pre
 // deleter, and the caller's intent holds: applied. A put ended it, so our
 // delete, which needed the key at pred, never applied: ErrPredicateFailed.
 func (s *Store) settleDeleteIf(ctx context.Context, k string, pred kv.Predicate, what string, firstErr error, failed func() error) error {
-	return s.settleCAS(ctx, what, k, pred, clientv3.OpDelete(k), firstErr, failed, func(c context.Context, cur *mvccpb.KeyValue) (verdict, int64, error) {
+	return s.settleCAS(ctx, what, k, pred, clientv3.OpDelete(k), firstErr, failed, nil, func(c context.Context, cur *mvccpb.KeyValue) (verdict, int64, error) {
 		ev, err := s.firstChangeAfter(c, k, pred.Version(), cur)
 		if err != nil || ev == nil {
 			return notApplied, 0, err
