@@ -925,3 +925,82 @@ func TestGCRepositoryDeletedAfterTheMark(t *testing.T) {
 		})
 	}
 }
+
+// TestCollectDuringRestore: a collection runs in the middle of a restore
+// onto a copy of a namespace whose objects are all older than the grace,
+// right after the first branch (every commit came before it, as a dump
+// writes them). It keeps every restored commit's tree: before the first
+// branch the namespace is held, and from it on the commits are all there.
+func TestCollectDuringRestore(t *testing.T) {
+	store, _, _ := newEtcd(t)
+	b := fileBackend(t)
+	w := newGCWorld(t, store, b, gcGrace)
+	src := w.createRepo("src")
+	ids := []graveler.CommitID{w.mustCommit("src", "main", "a/", 60), w.mustCommit("src", "main", "b/", 60)}
+	if _, err := w.g.CreateBranch(w.ctx, "src", "dev", graveler.Ref(ids[0])); err != nil {
+		t.Fatal(err)
+	}
+	var recs []*graveler.RefsRecord
+	for r, err := range w.g.DumpRefs(w.ctx, "src") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, r)
+	}
+	dst := b.ns("restored")
+	var names []string
+	for name := range w.objects(src) {
+		if name == graveler.NamespaceMarker {
+			continue
+		}
+		data, err := b.blobs.Get(w.ctx, src, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.put(dst, name, string(data))
+		names = append(names, name)
+	}
+	// Objects no restored commit references: the collection must sweep
+	// them, or it did not look at the namespace at all.
+	garbage := w.writeTree(dst, []graveler.ValueRecord{{Key: graveler.Key("zz/garbage"), Value: &graveler.Value{Identity: []byte("g"), Data: []byte("g")}}})
+	b.age(t, dst, append(names, garbage...), 10*time.Hour)
+	if _, err := w.g.CreateBareRepository(w.ctx, "restored", dst, "main"); err != nil {
+		t.Fatal(err)
+	}
+	c := cleaner.New(store, w.cleanerConfig(gcGrace))
+	collected := false
+	err := w.g.RestoreRefs(w.ctx, "restored", func(yield func(*graveler.RefsRecord, error) bool) {
+		for i, r := range recs {
+			if !yield(r, nil) {
+				return
+			}
+			if r.Branch != nil && !collected {
+				collected = true
+				if sum, err := c.Collect(w.ctx); err != nil || sum.Errors != 0 {
+					t.Errorf("collect after record %d: %v, %+v", i, err, sum)
+				}
+			}
+		}
+	})
+	if err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+	if !collected {
+		t.Fatal("the dump had no branch: no collection ran mid-restore")
+	}
+	left := w.objects(dst)
+	for _, name := range garbage {
+		if left[name] {
+			t.Fatalf("%s, referenced by no commit, survived: the collection did not sweep the namespace", name)
+		}
+	}
+	for _, id := range ids {
+		cr, err := w.g.GetCommit(w.ctx, "restored", graveler.Ref(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := committed.CheckTreeStored(w.ctx, b.blobs, dst, cr.MetaRangeID); err != nil {
+			t.Errorf("restored commit %s: %v", id, err)
+		}
+	}
+}

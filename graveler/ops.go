@@ -484,8 +484,13 @@ func (g *Graveler) dumpCommits(ctx context.Context, repo *RepositoryRecord, last
 
 // RestoreRefs loads a dump into a bare repository (no branch, no commit).
 // Commits keep their ids, which is checked; branches get fresh, empty
-// staging tokens. A failed restore can be repeated into a new bare
-// repository; records already stored are left for the cleaner with it.
+// staging tokens. Every commit comes before the first branch or tag, as
+// DumpRefs writes them (ErrInvalidArgument otherwise): the collector
+// leaves a namespace alone only while its repository has no branch, and
+// from the first branch on it keeps what the commits stored so far
+// reference, so a commit restored after that may find its objects
+// collected. A failed restore can be repeated into a new bare repository;
+// records already stored are left for the cleaner with it.
 func (g *Graveler) RestoreRefs(ctx context.Context, repoID RepositoryID, records iter.Seq2[*RefsRecord, error]) error {
 	repo, err := g.refs.GetRepository(ctx, repoID)
 	if err != nil {
@@ -504,6 +509,7 @@ func (g *Graveler) RestoreRefs(ctx context.Context, repoID RepositoryID, records
 		return fmt.Errorf("%w: %s has commits", ErrNotBareRepository, repoID)
 	}
 	n := 0
+	refsStarted := false
 	for r, err := range records {
 		if err != nil {
 			return err
@@ -512,6 +518,8 @@ func (g *Graveler) RestoreRefs(ctx context.Context, repoID RepositoryID, records
 		switch {
 		case r == nil:
 			return fmt.Errorf("%w: restore record %d is empty", ErrInvalidArgument, n)
+		case r.Commit != nil && r.Commit.Commit != nil && refsStarted:
+			return fmt.Errorf("%w: restore record %d: commit %s after a branch or tag (every commit comes first, as a dump writes them)", ErrInvalidArgument, n, r.Commit.CommitID)
 		case r.Commit != nil && r.Commit.Commit != nil:
 			id, err := g.refs.AddCommit(ctx, repo, *r.Commit.Commit)
 			if err != nil {
@@ -524,6 +532,7 @@ func (g *Graveler) RestoreRefs(ctx context.Context, repoID RepositoryID, records
 			if _, err := g.refs.GetCommit(ctx, repo, r.Branch.CommitID); err != nil {
 				return fmt.Errorf("restore record %d (branch %s): %w", n, r.Branch.BranchID, err)
 			}
+			refsStarted = true
 			b := Branch{CommitID: r.Branch.CommitID, StagingToken: g.refs.NewStagingToken(repoID), Change: ChangeRestore}
 			if err := g.refs.CreateBranch(ctx, repo, r.Branch.BranchID, b); err != nil {
 				return fmt.Errorf("restore record %d: %w", n, err)
@@ -532,6 +541,7 @@ func (g *Graveler) RestoreRefs(ctx context.Context, repoID RepositoryID, records
 			if _, err := g.refs.GetCommit(ctx, repo, r.Tag.CommitID); err != nil {
 				return fmt.Errorf("restore record %d (tag %s): %w", n, r.Tag.TagID, err)
 			}
+			refsStarted = true
 			if err := g.refs.CreateTag(ctx, repo, r.Tag.TagID, r.Tag.CommitID); err != nil {
 				return fmt.Errorf("restore record %d: %w", n, err)
 			}

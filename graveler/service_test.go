@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -549,6 +550,26 @@ func TestDumpRestore(t *testing.T) {
 		})
 		if !errors.Is(err, graveler.ErrInvalidArgument) && !errors.Is(err, graveler.ErrNotFound) {
 			t.Fatalf("tampered restore: %v", err)
+		}
+		// A commit after a branch is refused: the collector would keep
+		// only what the commits before the branch reference.
+		reordered := []*graveler.RefsRecord{
+			recs[0],
+			{Branch: &graveler.BranchRecord{BranchID: "early", Branch: &graveler.Branch{CommitID: recs[0].Commit.CommitID}}},
+			recs[1],
+		}
+		if _, err := f.g.CreateBareRepository(f.ctx, "copy3", gravelertest.Namespace(), "main"); err != nil {
+			t.Fatal(err)
+		}
+		err = f.g.RestoreRefs(f.ctx, "copy3", func(yield func(*graveler.RefsRecord, error) bool) {
+			for _, r := range reordered {
+				if !yield(r, nil) {
+					return
+				}
+			}
+		})
+		if !errors.Is(err, graveler.ErrInvalidArgument) || !strings.Contains(err.Error(), "after a branch or tag") {
+			t.Fatalf("restore with a commit after a branch: %v, want ErrInvalidArgument", err)
 		}
 	})
 }
