@@ -634,6 +634,28 @@ func (r *pass) removeItem(key []byte, pred kv.Predicate) (bool, error) {
 	return true, nil
 }
 
+// incarnationGone reads the repository record again after RetireRepository
+// left it alone, and reports whether the incarnation of it is gone (the
+// record is missing or names another incarnation), so its data may be
+// dropped. Otherwise a create of it finished after all, activating between
+// this pass's read and the retire: it is live, and the item is skipped.
+func (r *pass) incarnationGone(it repoItem, log []zap.Field) bool {
+	rec, found, err := r.getRecord(it.repo)
+	switch {
+	case errors.Is(err, errUndecodable):
+		r.sum.Skipped++
+		return false
+	case err != nil:
+		r.fail(err, "read repository record", log...)
+		return false
+	case found && string(rec.UniqueID) == it.uid:
+		r.sum.Skipped++
+		r.c.log.Warn("cleaner: repository became active while being retired; keeping it", log...)
+		return false
+	}
+	return true
+}
+
 // drainRepo reclaims one deleted repository incarnation.
 func (r *pass) drainRepo(it repoItem, live map[string]bool) {
 	log := []zap.Field{zap.String("repository", it.repo), zap.String("unique_id", it.uid)}
@@ -673,8 +695,12 @@ func (r *pass) drainRepo(it repoItem, live map[string]bool) {
 			return
 		case !r.c.cfg.DryRun:
 			// Normally done by the records step; finish it before dropping.
-			if _, err := r.c.refs.RetireRepository(r.ctx, graveler.RepositoryID(it.repo), rec.UniqueID); err != nil {
+			retired, err := r.c.refs.RetireRepository(r.ctx, graveler.RepositoryID(it.repo), rec.UniqueID)
+			if err != nil {
 				r.fail(err, "retire repository record", log...)
+				return
+			}
+			if !retired && !r.incarnationGone(it, log) {
 				return
 			}
 		}

@@ -480,3 +480,105 @@ func TestInterleaveCleanerTokenItem(t *testing.T) {
 		}
 	})
 }
+
+// TestInterleaveDrainRetireRacesActivation: the cleaner drains a queued
+// incarnation whose record is an expired initial one, and retires it
+// first; the create of that incarnation activates between the retire's
+// read and its mark, so the retire leaves it alone. The pass must then
+// keep the repository (its partition, its claim and its namespace), not
+// go on as if it had retired it.
+func TestInterleaveDrainRetireRacesActivation(t *testing.T) {
+	store, _, _ := newEtcd(t)
+	b := fileBackend(t)
+	w := newGCWorld(t, store, b, gcGrace)
+	ns := b.ns("repo-r")
+	ctx := w.ctx
+	hold := 10 * time.Second
+
+	// A: the create of r, held before its default branch is written.
+	psA := kvtest.NewPauseStore(store)
+	gA := gravelertest.New(t, psA, gravelertest.Options{Blobs: b.blobs, Committed: w.cfg})
+	branchA := psA.Pause(kvtest.Before, kvtest.OpOn(nil, keys.Branch("main"), "setif"))
+	doneA := make(chan error, 1)
+	go func() { _, err := gA.CreateRepository(ctx, "repo-r", ns, "main"); doneA <- err }()
+	select {
+	case <-branchA.Reached():
+	case err := <-doneA:
+		t.Fatalf("create A ended: %v", err)
+	case <-time.After(hold):
+		t.Fatal("timeout")
+	}
+	data, _, err := store.Get(ctx, keys.Graveler(), keys.Repository("repo-r"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recA, err := ref.DecodeRepository(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// B: another create of r on a replica whose clock finds A expired; it
+	// queues A's incarnation (claimName's first write), then fails.
+	psB := kvtest.NewPauseStore(store)
+	gB := gravelertest.New(t, psB, gravelertest.Options{Blobs: b.blobs, Committed: w.cfg,
+		Ref: ref.Config{Now: func() time.Time { return time.Now().Add(3 * time.Minute) }}})
+	setB := psB.Pause(kvtest.Before, kvtest.OpOn(keys.Graveler(), keys.Repository("repo-r"), "setif"))
+	ctxB, cancelB := context.WithCancel(ctx)
+	doneB := make(chan error, 1)
+	go func() { _, err := gB.CreateRepository(ctxB, "repo-r", b.ns("repo-rb"), "main"); doneB <- err }()
+	setB.Wait(t, hold)
+	cancelB()
+	setB.Release()
+	if err := <-doneB; err == nil {
+		t.Fatal("create B, whose caller gave up, succeeded")
+	}
+	if _, _, err := store.Get(ctx, keys.Deleted(), keys.DeletedRepository("repo-r", string(recA.UniqueID))); err != nil {
+		t.Fatalf("A's incarnation not queued: %v", err)
+	}
+
+	// The cleaner: its records step runs while A is within the creation
+	// timeout by its clock; by the time it drains, A has expired.
+	clock := gravelertest.NewClock(time.Now())
+	ps := kvtest.NewPauseStore(store)
+	queue := ps.Pause(kvtest.Before, kvtest.OpOn(keys.Deleted(), nil, "scan"))
+	mark := ps.Pause(kvtest.Before, kvtest.OpOn(keys.Graveler(), keys.Repository("repo-r"), "setif"))
+	c := cleaner.New(ps, cleaner.Config{Blobs: b.blobs, Now: clock.Now, Lister: cleaner.NewMemoryLister(nil)})
+	doneC := make(chan cleaner.Summary, 1)
+	go func() {
+		sum, err := c.RunOnce(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		doneC <- sum
+	}()
+	queue.Wait(t, hold)
+	clock.Advance(3 * time.Minute)
+	queue.Release()
+	mark.Wait(t, hold) // drainRepo's RetireRepository, between its read and its mark
+	branchA.Release()  // A writes its branch and activates
+	if err := <-doneA; err != nil {
+		t.Fatalf("create A: %v", err)
+	}
+	mark.Release()
+	if sum := <-doneC; sum.Skipped == 0 {
+		t.Errorf("the pass skipped nothing: %+v", sum)
+	}
+
+	rec, err := w.g.GetRepository(ctx, "repo-r")
+	if err != nil {
+		t.Fatalf("r after the pass: %v", err)
+	}
+	if rec.UniqueID != recA.UniqueID {
+		t.Fatal("r is another incarnation")
+	}
+	if _, err := w.g.GetBranch(ctx, "repo-r", "main"); err != nil {
+		t.Errorf("active repository r (acknowledged create) lost its default branch: %v", err)
+	}
+	norm, _ := graveler.NormalizeStorageNamespace(ns)
+	if _, _, err := store.Get(ctx, keys.Graveler(), keys.NamespaceClaim(string(norm))); errors.Is(err, kv.ErrNotFound) {
+		t.Errorf("active repository r no longer holds its namespace claim")
+	}
+	if len(w.objects(ns)) == 0 {
+		t.Errorf("namespace of active repository r emptied")
+	}
+}
