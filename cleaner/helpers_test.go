@@ -70,11 +70,31 @@ func newWorld(t testing.TB, store kv.Store, s shape) *world {
 		}
 		w.live[name] = w.repo(name, s)
 	}
-	// A create that crashed after its initial record and commit.
+	// A create that crashed after its initial record, its claim and its
+	// commit (Get, SetIf, Get claim, SetIf claim, Get, Set commit, then
+	// the branch's SetIf crashes).
 	fs := kvtest.NewFaultStore(store)
-	fs.FailAt(4, kvtest.FaultCrash)
+	fs.FailAt(7, kvtest.FaultCrash)
 	if _, err := ref.New(fs, ref.Config{}).CreateRepository(w.ctx, "crashed", repoParams(), initialCommit()); err == nil {
 		t.Fatal("crashed create succeeded")
+	}
+	data, _, err := store.Get(w.ctx, keys.Graveler(), keys.Repository("crashed"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	crashed, err := ref.DecodeRepository(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, err := range store.Scan(w.ctx, keys.RepositoryPartition("crashed", string(crashed.UniqueID)), kv.ScanOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	if n == 0 {
+		t.Fatal("the crashed create left no data in its repository partition")
 	}
 	// Orphans: a repository partition no record names, and a late
 	// writer's keys in a token nothing references.

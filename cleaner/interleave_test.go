@@ -206,7 +206,7 @@ func (e *cenv) checkIntact(l live) {
 func (e *cenv) crashedCreate(id graveler.RepositoryID) graveler.UniqueID {
 	e.t.Helper()
 	fs := kvtest.NewFaultStore(e.inner)
-	fs.FailAt(3, kvtest.FaultCrash) // Get, SetIf initial, then the commit fails
+	fs.FailAt(3, kvtest.FaultCrash) // Get, SetIf initial, then the claim's read fails
 	if _, err := ref.New(fs, ref.Config{Now: e.clock.Now}).CreateRepository(e.ctx, id, repoParams(), initialCommit()); err == nil {
 		e.t.Fatal("crashed create succeeded")
 	}
@@ -580,5 +580,50 @@ func TestInterleaveDrainRetireRacesActivation(t *testing.T) {
 	}
 	if len(w.objects(ns)) == 0 {
 		t.Errorf("namespace of active repository r emptied")
+	}
+}
+
+// TestInterleaveClaimLandsAfterRetire: a bare create on a namespace that
+// holds blobs copied in for a restore stalls before its claim lands; its
+// record expires and the cleaner retires and reclaims the incarnation (no
+// claim yet). The claim then lands: the create must release it and fail,
+// so that no later pass empties a namespace no repository wrote to.
+func TestInterleaveClaimLandsAfterRetire(t *testing.T) {
+	store, _, _ := newEtcd(t)
+	ps := kvtest.NewPauseStore(store)
+	b := fileBackend(t)
+	w := newGCWorld(t, store, b, gcGrace)
+	dst := b.ns("restored")
+	copied := w.plant(dst, 30)
+	b.age(t, dst, copied, 10*time.Hour)
+	before := len(w.objects(dst))
+
+	g := gravelertest.New(t, ps, gravelertest.Options{Blobs: b.blobs, Committed: w.cfg})
+	norm, _ := graveler.NormalizeStorageNamespace(dst)
+	claimed := ps.Pause(kvtest.Before, kvtest.OpOn(keys.Graveler(), keys.NamespaceClaim(string(norm)), "setif"))
+	done := make(chan error, 1)
+	go func() {
+		_, err := g.CreateBareRepository(w.ctx, "restored", dst, "main")
+		done <- err
+	}()
+	claimed.Wait(t, 10*time.Second)
+
+	cfg := cleaner.Config{Blobs: b.blobs, Now: later}
+	sum, err := cleaner.New(store, cfg).RunOnce(w.ctx)
+	if err != nil || sum.RepositoriesRetired != 1 {
+		t.Fatalf("pass while the create stalls: %v, %+v; want the expired record retired", err, sum)
+	}
+	claimed.Release()
+	if err := <-done; !errors.Is(err, ref.ErrRepositoryCreationRaced) {
+		t.Fatalf("create whose record was retired: %v, want ErrRepositoryCreationRaced", err)
+	}
+	if _, _, err := store.Get(w.ctx, keys.Graveler(), keys.NamespaceClaim(string(norm))); !errors.Is(err, kv.ErrNotFound) {
+		t.Fatalf("claim of the retired create: %v, want it released", err)
+	}
+	if _, err := cleaner.New(store, cfg).RunOnce(w.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if after := len(w.objects(dst)); after < before {
+		t.Fatalf("namespace held %d objects before the failed create, %d after the cleaner", before, after)
 	}
 }

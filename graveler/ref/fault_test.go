@@ -113,8 +113,8 @@ func testFaultsCreateRepository(t *testing.T, newStore newStoreFunc) {
 	}
 	total := fs.ops.Load()
 	t.Logf("CreateRepository: %d kv operations", total)
-	if total != 8 {
-		t.Fatalf("CreateRepository made %d kv operations, want 8 (Get, SetIf, Get claim, SetIf claim, Set, SetIf, Get, SetIf)", total)
+	if total != 9 {
+		t.Fatalf("CreateRepository made %d kv operations, want 9 (Get, SetIf, Get claim, SetIf claim, Get, Set, SetIf, Get, SetIf)", total)
 	}
 	for _, mode := range faultModes {
 		for n := int64(1); n <= total; n++ {

@@ -203,7 +203,7 @@ func (e *ienv) checkSurvivesCleaner(l liveRepo) {
 func (e *ienv) crashedCreate(id graveler.RepositoryID) graveler.UniqueID {
 	e.t.Helper()
 	fs := &faultStore{Store: e.inner}
-	fs.arm(faultCrash, 3) // Get, SetIf initial, then the commit fails
+	fs.arm(faultCrash, 3) // Get, SetIf initial, then the claim's read fails
 	if _, err := e.managerOn(fs).CreateRepository(e.ctx, id, repoParams(), initialCommit()); err == nil {
 		e.t.Fatal("crashed create succeeded")
 	}

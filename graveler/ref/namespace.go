@@ -162,7 +162,7 @@ func (m *Manager) claimNamespace(ctx context.Context, id graveler.RepositoryID, 
 			return err
 		case cur.names(id, rec.UniqueID):
 			// An earlier attempt whose answer was lost landed.
-			return m.checkNested(ctx, id, rec, norm)
+			return m.claimLanded(ctx, id, rec, norm)
 		default:
 			state, again, err := m.holder(ctx, cur)
 			if err != nil {
@@ -185,12 +185,31 @@ func (m *Manager) claimNamespace(ctx context.Context, id graveler.RepositoryID, 
 		}
 		err = m.store.SetIf(ctx, keys.Graveler(), key, data, pred)
 		if err == nil {
-			return m.checkNested(ctx, id, rec, norm)
+			return m.claimLanded(ctx, id, rec, norm)
 		}
 		if !errors.Is(err, kv.ErrPredicateFailed) {
 			return storeErr(err, "claim storage namespace %q for repository %s", rec.StorageNamespace, id)
 		}
 	}
+}
+
+// claimLanded runs once incarnation rec's claim is written. A create that
+// stalled past the creation timeout may find its record retired already:
+// the retirer released the claims it found, and this one landed after
+// that, so it is released here, or the cleaner, reclaiming the
+// incarnation, would empty a namespace no repository ever wrote to (one
+// holding blobs copied in for a restore). Otherwise the nesting checks
+// follow (checkNested).
+func (m *Manager) claimLanded(ctx context.Context, id graveler.RepositoryID, rec *graveler.Repository, norm graveler.StorageNamespace) error {
+	cur, _, err := m.getRepositoryRecord(ctx, id)
+	switch {
+	case errors.Is(err, graveler.ErrRepositoryNotFound) || err == nil && (cur.UniqueID != rec.UniqueID || cur.State != graveler.RepositoryStateInitial):
+		m.releaseNeverActive(ctx, id, rec)
+		return fmt.Errorf("%w: %s was retired while its storage namespace was being claimed", ErrRepositoryCreationRaced, id)
+	case err != nil:
+		return fmt.Errorf("claim storage namespace %q: %w", rec.StorageNamespace, err)
+	}
+	return m.checkNested(ctx, id, rec, norm)
 }
 
 func (m *Manager) inUse(ns graveler.StorageNamespace, c *NamespaceClaim, state string) error {

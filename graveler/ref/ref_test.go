@@ -183,7 +183,7 @@ func testRepositoryInitialExpiry(t *testing.T, newStore newStoreFunc) {
 	e := newEnv(t, store, nil)
 	// A creation that dies after its first write leaves an initial record.
 	fs := &faultStore{Store: store}
-	fs.arm(faultCrash, 3) // Get, SetIf initial, then the commit fails
+	fs.arm(faultCrash, 3) // Get, SetIf initial, then the claim's read fails
 	_, err := e.managerOn(fs).CreateRepository(e.ctx, "stuck", repoParams(), initialCommit())
 	if err == nil {
 		t.Fatal("crashed creation succeeded")
