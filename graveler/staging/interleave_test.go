@@ -420,6 +420,9 @@ func TestFencedBatchBytes(t *testing.T) {
 		if len(over) > 0 {
 			t.Fatalf("batches over %d bytes: %v", limit, over)
 		}
+		if n := sizes.checked.Load(); n < 3 {
+			t.Fatalf("%d requests checked: the batches were not sent through the checking store", n)
+		}
 		v, err := e.m.Get(e.ctx, e.st, graveler.Key("a"))
 		if err != nil || len(v.Data) != 400 {
 			t.Fatalf("the later write of a: %d bytes, %v", len(v.Data), err)
@@ -427,15 +430,24 @@ func TestFencedBatchBytes(t *testing.T) {
 	})
 }
 
-// sizingStore checks every set-and-read's writes.
+var (
+	_ kv.CondWriter = (*sizingStore)(nil)
+	_ kv.CondWriter = (*refusingStore)(nil)
+	_ kv.CondWriter = (*panicOnceStore)(nil)
+)
+
+// sizingStore checks the writes of every guarded set-and-read, the call
+// fenced batches are sent with.
 type sizingStore struct {
 	*kvtest.PauseStore
-	check func([]kv.Write)
+	check   func([]kv.Write)
+	checked atomic.Int32
 }
 
-func (s *sizingStore) SetAndRead(ctx context.Context, writes []kv.Write, reads []kv.KeyRef) ([]kv.Entry, error) {
+func (s *sizingStore) SetAndReadUnless(ctx context.Context, absent []kv.KeyRef, writes []kv.Write, reads []kv.KeyRef) ([]kv.Entry, bool, error) {
+	s.checked.Add(1)
 	s.check(writes)
-	return s.PauseStore.SetAndRead(ctx, writes, reads)
+	return s.PauseStore.SetAndReadUnless(ctx, absent, writes, reads)
 }
 
 // panicOnceStore panics in its first guarded set-and-read after armed.

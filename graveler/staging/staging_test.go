@@ -1073,16 +1073,59 @@ func (s *countingStore) Delete(ctx context.Context, partition, key []byte) error
 	return s.Store.Delete(ctx, partition, key)
 }
 
-// SetAndRead counts requests and writes, can hold requests at a gate
-// (so that writers queue behind one in flight) and can fail them.
+// SetAndRead and SetAndReadUnless (which staged writes are sent with)
+// count requests and writes, can hold requests at a gate (so that writers
+// queue behind one in flight) and can fail them.
 func (s *countingStore) SetAndRead(ctx context.Context, writes []kv.Write, reads []kv.KeyRef) ([]kv.Entry, error) {
+	if err := s.countSetRead(writes); err != nil {
+		return nil, err
+	}
+	return kv.SetAndRead(ctx, s.Store, writes, reads)
+}
+
+func (s *countingStore) SetAndReadUnless(ctx context.Context, absent []kv.KeyRef, writes []kv.Write, reads []kv.KeyRef) ([]kv.Entry, bool, error) {
+	if err := s.countSetRead(writes); err != nil {
+		return nil, false, err
+	}
+	return kv.SetAndReadUnless(ctx, s.Store, absent, writes, reads)
+}
+
+func (s *countingStore) countSetRead(writes []kv.Write) error {
 	s.setReads.Add(1)
 	s.setReadWrites.Add(int64(len(writes)))
 	if g := s.gate.Load(); g != nil {
 		<-*g
 	}
 	if err := s.failSetRead.Load(); err != nil {
-		return nil, *err
+		return *err
 	}
-	return kv.SetAndRead(ctx, s.Store, writes, reads)
+	return nil
+}
+
+var (
+	_ kv.CondWriter       = (*countingStore)(nil)
+	_ kv.MultiGetter      = (*countingStore)(nil)
+	_ kv.SetReader        = (*countingStore)(nil)
+	_ kv.PartitionDropper = (*countingStore)(nil)
+)
+
+// The store's other abilities pass through, so the manager takes the
+// paths it takes on etcd (an atomic guarded write, one read of many keys,
+// a partition dropped in chunks), not kv's fallbacks for stores without
+// them.
+
+func (s *countingStore) SetIfWith(ctx context.Context, partition, key, value []byte, pred kv.Predicate, absent []kv.KeyRef, also []kv.Write) error {
+	return kv.SetIfWith(ctx, s.Store, partition, key, value, pred, absent, also)
+}
+
+func (s *countingStore) DeleteIfWith(ctx context.Context, partition, key []byte, pred kv.Predicate, also []kv.Write) error {
+	return kv.DeleteIfWith(ctx, s.Store, partition, key, pred, also)
+}
+
+func (s *countingStore) GetMany(ctx context.Context, reads []kv.KeyRef) ([]kv.Entry, error) {
+	return kv.GetMany(ctx, s.Store, reads)
+}
+
+func (s *countingStore) DropPartition(ctx context.Context, partition []byte) (int64, error) {
+	return kv.DropPartition(ctx, s.Store, partition)
 }
