@@ -14,10 +14,15 @@ import (
 // LateAckStore reports a write applied after its caller's context ended as
 // kv.ErrAmbiguous, as the etcd store does when the answer is lost with the
 // caller. Over a PauseStore, a write held After while its caller gives up
-// then looks as it would on the wire. It exposes only kv.Store: the
-// optional abilities of the inner store (SetReader, MultiGetter,
-// PartitionDropper) are hidden, so callers take their plain-Store paths.
+// then looks as it would on the wire. Besides kv.Store it has the
+// conditional writes (kv.CondWriter, done by the inner store's or kv's
+// fallback), so a branch update or delete that seals its token does so
+// in one step, as on etcd; the inner store's other optional abilities
+// (SetReader, MultiGetter, PartitionDropper) are hidden, so callers take
+// their plain-Store paths for those.
 type LateAckStore struct{ kv.Store }
+
+var _ kv.CondWriter = LateAckStore{}
 
 func lateAck(ctx context.Context, err error) error {
 	if err == nil && ctx.Err() != nil {
@@ -40,6 +45,22 @@ func (s LateAckStore) Delete(ctx context.Context, p, k []byte) error {
 
 func (s LateAckStore) DeleteIf(ctx context.Context, p, k []byte, pred kv.Predicate) error {
 	return lateAck(ctx, s.Store.DeleteIf(ctx, p, k, pred))
+}
+
+func (s LateAckStore) SetIfWith(ctx context.Context, p, k, v []byte, pred kv.Predicate, absent []kv.KeyRef, also []kv.Write) error {
+	return lateAck(ctx, kv.SetIfWith(ctx, s.Store, p, k, v, pred, absent, also))
+}
+
+func (s LateAckStore) DeleteIfWith(ctx context.Context, p, k []byte, pred kv.Predicate, also []kv.Write) error {
+	return lateAck(ctx, kv.DeleteIfWith(ctx, s.Store, p, k, pred, also))
+}
+
+func (s LateAckStore) SetAndReadUnless(ctx context.Context, absent []kv.KeyRef, writes []kv.Write, reads []kv.KeyRef) ([]kv.Entry, bool, error) {
+	got, applied, err := kv.SetAndReadUnless(ctx, s.Store, absent, writes, reads)
+	if err = lateAck(ctx, err); err != nil {
+		return nil, false, err
+	}
+	return got, applied, nil
 }
 
 // Mode is what happens while the operation under test is held.
