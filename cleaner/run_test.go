@@ -17,6 +17,7 @@ import (
 type localElector struct {
 	slot   chan struct{}
 	holder atomic.Int64 // replica id of the leader, -1 when none
+	wins   atomic.Int64 // campaigns won so far
 	mu     sync.Mutex
 	revoke context.CancelFunc
 }
@@ -41,6 +42,7 @@ func (r replica) Campaign(ctx context.Context) (context.Context, func(), error) 
 	}
 	lead, cancel := context.WithCancel(ctx)
 	r.e.holder.Store(r.id)
+	r.e.wins.Add(1)
 	r.e.mu.Lock()
 	r.e.revoke = cancel
 	r.e.mu.Unlock()
@@ -76,7 +78,9 @@ func (g guardedStore) check(ctx context.Context) {
 	if g.r.e.holder.Load() != g.r.id && ctx.Err() == nil {
 		g.violations.Add(1)
 	}
-	g.ops.Add(1)
+	if ctx.Err() == nil {
+		g.ops.Add(1) // work done as leader, not a revoked one's last calls
+	}
 }
 
 func (g guardedStore) Scan(ctx context.Context, p []byte, o kv.ScanOptions) iter.Seq2[kv.Entry, error] {
@@ -110,26 +114,38 @@ func TestRunElectsOneLeader(t *testing.T) {
 			}
 		})
 	}
-	leaders := 0
-	for leaders < 2 {
-		// Wait until some replica has worked, then move leadership.
-		for n := 0; ; n++ {
-			var total int64
-			for i := range ops {
-				total += ops[i].Load()
+	total := func() (n int64) {
+		for i := range ops {
+			n += ops[i].Load()
+		}
+		return n
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	const terms = 3
+	for term := int64(1); term <= terms; term++ {
+		// Wait for this term's leader to be elected and to work, then
+		// revoke it: the next term needs a new campaign won.
+		for el.wins.Load() < term {
+			if time.Now().After(deadline) {
+				t.Fatalf("term %d: no replica won the campaign after the leader was revoked", term)
 			}
-			if total > int64(20*(leaders+1)) {
-				break
+			time.Sleep(time.Millisecond)
+		}
+		for base := total(); total() < base+20; {
+			if time.Now().After(deadline) {
+				t.Fatalf("term %d: the leader did no work", term)
 			}
 			time.Sleep(time.Millisecond)
 		}
 		el.revokeLeader()
-		leaders++
 	}
 	cancel()
 	wg.Wait()
 	if violations.Load() != 0 {
 		t.Fatalf("%d operations by a replica that did not lead", violations.Load())
+	}
+	if w := el.wins.Load(); w < terms {
+		t.Fatalf("%d campaigns won, want at least %d", w, terms)
 	}
 }
 
