@@ -327,6 +327,7 @@ type faultyBlobs struct {
 	ops    int64
 	failAt int64
 	after  bool
+	fired  bool // the armed fault was returned
 }
 
 var errBlobFault = errors.New("injected blob store fault")
@@ -334,7 +335,16 @@ var errBlobFault = errors.New("injected blob store fault")
 func (f *faultyBlobs) arm(n int64, after bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.ops, f.failAt, f.after = 0, n, after
+	f.ops, f.failAt, f.after, f.fired = 0, n, after, false
+}
+
+// firedOrUnreached reports whether the armed fault was returned, or the
+// run made fewer operations than its number (runs differ in their count,
+// as their workers interleave differently).
+func (f *faultyBlobs) firedOrUnreached() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.fired || f.ops < f.failAt
 }
 
 func (f *faultyBlobs) count() int64 {
@@ -351,6 +361,7 @@ func (f *faultyBlobs) next() (before, after bool) {
 	if f.ops != f.failAt {
 		return false, false
 	}
+	f.fired = true
 	return !f.after, f.after
 }
 
@@ -397,18 +408,31 @@ func (f *faultyBlobs) Delete(ctx context.Context, ns graveler.StorageNamespace, 
 	return f.do(func() error { return f.BlobStore.Delete(ctx, ns, name) })
 }
 
-// List counts each page as one operation.
+// List counts the call and each page as one operation each; a fault
+// after the call comes once the listing is done, after a page once fn
+// took it.
 func (f *faultyBlobs) List(ctx context.Context, ns graveler.StorageNamespace, prefix string, fn func([]committed.BlobInfo) error) error {
-	before, _ := f.next()
+	before, after := f.next()
 	if before {
 		return errBlobFault
 	}
-	return f.BlobStore.List(ctx, ns, prefix, func(page []committed.BlobInfo) error {
-		if before, _ := f.next(); before {
+	err := f.BlobStore.List(ctx, ns, prefix, func(page []committed.BlobInfo) error {
+		before, after := f.next()
+		if before {
 			return errBlobFault
 		}
-		return fn(page)
+		if err := fn(page); err != nil {
+			return err
+		}
+		if after {
+			return errBlobFault
+		}
+		return nil
 	})
+	if err == nil && after {
+		return errBlobFault
+	}
+	return err
 }
 
 func (f *faultyBlobs) Stat(ctx context.Context, ns graveler.StorageNamespace, name string) (committed.BlobInfo, error) {

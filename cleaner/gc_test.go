@@ -555,7 +555,7 @@ func TestGCCrashAnywhere(t *testing.T) {
 		after bool
 	}
 	var faults []fault
-	failed := 0
+	failed, unreached := 0, 0
 	for n := int64(1); n <= blobOps; n++ {
 		faults = append(faults, fault{"blob", n, false}, fault{"blob", n, true})
 	}
@@ -574,6 +574,14 @@ func TestGCCrashAnywhere(t *testing.T) {
 		}
 		if sum, _ := cleaner.New(fs, cfg).Collect(ctx); sum.Errors > 0 {
 			failed++
+		}
+		switch {
+		case f.kind == "blob" && !fb.firedOrUnreached():
+			t.Fatalf("the blob fault at operation %d (after: %v) was never returned", f.n, f.after)
+		case f.kind == "kv" && fs.Injected() == 0 && fs.Ops() >= f.n:
+			t.Fatalf("the kv fault at operation %d was never injected", f.n)
+		case f.kind == "blob" && fb.count() < f.n, f.kind == "kv" && fs.Ops() < f.n:
+			unreached++
 		}
 		fb.arm(0, false)
 		fs.Reset()
@@ -600,7 +608,10 @@ func TestGCCrashAnywhere(t *testing.T) {
 	if failed < len(faults)/2 {
 		t.Errorf("only %d of %d injected faults made a collection fail", failed, len(faults))
 	}
-	t.Logf("%d faults over %d blob and %d kv operations; %d collections failed", len(faults), blobOps, kvOps, failed)
+	if unreached > len(faults)/4 {
+		t.Errorf("%d of %d faults fell past the end of their run", unreached, len(faults))
+	}
+	t.Logf("%d faults over %d blob and %d kv operations; %d collections failed, %d faults unreached", len(faults), blobOps, kvOps, failed, unreached)
 	w.checkAcked(live)
 }
 
