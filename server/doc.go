@@ -26,7 +26,10 @@
 // may not have been applied) map to ABORTED with reason OUTCOME_UNKNOWN,
 // not UNAVAILABLE: gRPC clients and proxies retry UNAVAILABLE blindly, while
 // ABORTED tells the client to re-read and decide, as after a lost
-// compare-and-swap.
+// compare-and-swap. So does a failure after a write's decisive step: a
+// commit, merge, revert or cherry-pick that moved its branch and then
+// failed to read back the commit it made answers OUTCOME_UNKNOWN, naming
+// the commit.
 //
 // A write the store refuses for space (kv.ErrQuotaExceeded: etcd's NOSPACE
 // alarm) maps to RESOURCE_EXHAUSTED with reason STORE_QUOTA_EXCEEDED and a

@@ -744,10 +744,15 @@ func (s *Server) StreamEntries(req *pb.StreamEntriesRequest, stream grpc.ServerS
 
 // --- commit, diff, merge
 
+// commitResult reads back the commit a write (commit, merge, revert,
+// cherry-pick) has just recorded and moved its branch to. The write is
+// done: a failure of this read must not reach the client as what the
+// read failed with (UNAVAILABLE says nothing happened: retry), so it is
+// OUTCOME_UNKNOWN, naming the commit.
 func (s *Server) commitResult(ctx context.Context, repo graveler.RepositoryID, id graveler.CommitID) (*pb.Commit, error) {
 	rec, err := s.svc.GetCommit(ctx, repo, graveler.Ref(id))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: recorded as commit %s, but reading it back failed: %w", graveler.ErrAmbiguous, id, err)
 	}
 	return commitPB(repo, rec), nil
 }
