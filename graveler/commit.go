@@ -111,7 +111,15 @@ func (g *Graveler) commit(ctx context.Context, repo *RepositoryRecord, branch Br
 				return nil, ErrSkipUpdate
 			}
 		}
-		if len(cur.SealedTokens) >= g.cfg.MaxSealedTokens {
+		// At the bound the commit still seals, one token past it: what it
+		// lands must include the staging token as of a moment within this
+		// call. Committing only the sealed tokens would land a state older
+		// than writes acknowledged before the call, and a reset racing the
+		// rest of the commit would restore a deleted or overwritten value
+		// from it. Only past the bound (a commit that sealed at the bound
+		// failed) does a commit absorb the sealed tokens without sealing,
+		// so failed commits cannot grow the list further.
+		if len(cur.SealedTokens) > g.cfg.MaxSealedTokens {
 			absorb, toks = true, slices.Clone(cur.SealedTokens)
 			return nil, ErrSkipUpdate
 		}

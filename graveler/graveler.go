@@ -46,9 +46,11 @@ type Config struct {
 	BranchCacheTTL time.Duration
 	// BranchCacheSize bounds the cached branches (default 10,000).
 	BranchCacheSize int
-	// MaxSealedTokens bounds a branch's sealed tokens: a commit that finds
-	// this many (left by failed commits, or commits in flight) first
-	// commits them without sealing another (default 10).
+	// MaxSealedTokens bounds a branch's sealed tokens (left by failed
+	// commits, commits in flight and resets), give or take one: a commit
+	// at the bound seals one more, and one that finds more than this (a
+	// commit at the bound failed) first commits them without sealing
+	// another (default 10).
 	MaxSealedTokens int
 	// OverridePublishWithin bounds the time from a reset's writing of an
 	// override token to its publication in the branch record (default 5

@@ -1474,3 +1474,65 @@ func TestMaskedResetNotRefusedAtBound(t *testing.T) {
 		p.want("main", "p/k", "old")
 	})
 }
+
+// TestCommitAtSealedBoundRacingReset: resets (each a key reset under a
+// staged prefix delete, which publishes an override token and seals the
+// staging token) fill the branch's sealed tokens up to MaxSealedTokens.
+// a/2 is deleted (acknowledged), then a commit starts, and a reset of
+// a/2 (of its prefix, of everything) runs while the commit's head update
+// is held, and again once it landed. a/2 stays deleted throughout: the
+// commit at the bound seals the staging token too, so it never lands the
+// older state in which a/2 still held v17 for a reset to restore.
+func TestCommitAtSealedBoundRacingReset(t *testing.T) {
+	for _, rc := range []struct {
+		name  string
+		reset func(p *pauseFixture) error
+	}{
+		{"key", func(p *pauseFixture) error { return p.reset(p.ctx, graveler.ResetTypeKey, "a/2") }},
+		{"prefix", func(p *pauseFixture) error { return p.reset(p.ctx, graveler.ResetTypePrefix, "a/") }},
+		{"all", func(p *pauseFixture) error { return p.reset(p.ctx, graveler.ResetTypeAll, "") }},
+	} {
+		for _, bound := range []int{2, 10} {
+			t.Run(fmt.Sprintf("reset-%s/max-%d", rc.name, bound), func(t *testing.T) {
+				forEachBackend(t, func(t *testing.T, store kv.Store) {
+					p := newPauseFixture(t, store, graveler.Config{MaxSealedTokens: bound})
+					p.set("main", "a/2", "v17")
+					for range bound / 2 {
+						if err := p.g.DeletePrefix(p.ctx, p.repo, "main", graveler.Key("x/")); err != nil {
+							t.Fatal(err)
+						}
+						if err := p.reset(p.ctx, graveler.ResetTypeKey, "x/k"); err != nil {
+							t.Fatal(err)
+						}
+					}
+					if n := len(p.branch("main").SealedTokens); n != bound {
+						t.Fatalf("%d sealed tokens, want the bound %d", n, bound)
+					}
+					if err := p.g.DeletePrefix(p.ctx, p.repo, "main", graveler.Key("a/")); err != nil {
+						t.Fatal(err)
+					}
+					p.wantMissing("main", "a/2")
+					hold := p.ps.Pause(kvtest.Before, p.commitHeadUpdate("main"))
+					done, _ := p.commitAsync(p.ctx, "main")
+					hold.Wait(t, holdTimeout)
+					// The commit sealed one token past the bound: a reset
+					// that would add more is refused until it lands.
+					if err := rc.reset(p); err != nil && !errors.Is(err, graveler.ErrTooManyRetries) {
+						t.Fatal(err)
+					}
+					p.wantMissing("main", "a/2")
+					hold.Release()
+					if err := await(t, done); err != nil && !errors.Is(err, graveler.ErrNoChanges) {
+						t.Fatal(err)
+					}
+					p.wantMissing("main", "a/2")
+					p.wantMissing("main@", "a/2")
+					if err := rc.reset(p); err != nil {
+						t.Fatalf("the reset once the commit landed: %v", err)
+					}
+					p.wantMissing("main", "a/2")
+				})
+			})
+		}
+	}
+}

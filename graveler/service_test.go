@@ -654,8 +654,9 @@ func (f *failingCommitted) Apply(ctx context.Context, ns graveler.StorageNamespa
 }
 
 // TestSealedTokensBounded fails many commits in a row after they seal; the
-// list of sealed tokens stops growing at MaxSealedTokens, the entries stay
-// readable, and one commit then absorbs them all.
+// list of sealed tokens stops growing one past MaxSealedTokens (a commit
+// at the bound still seals), the entries stay readable, and one commit
+// then absorbs them all.
 func TestSealedTokensBounded(t *testing.T) {
 	store := kv.NewMemoryStore()
 	blobs := committed.NewBucketStore(committed.BucketConfig{})
@@ -674,7 +675,7 @@ func TestSealedTokensBounded(t *testing.T) {
 			t.Fatal("commit succeeded with a failing blob store")
 		}
 		br, err := g.GetBranch(f.ctx, f.repo, "main")
-		if err != nil || len(br.SealedTokens) != min(i+1, maxSealed) {
+		if err != nil || len(br.SealedTokens) != min(i+1, maxSealed+1) {
 			t.Fatalf("after %d failed commits: %+v %v", i+1, br, err)
 		}
 	}
