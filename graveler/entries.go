@@ -810,6 +810,7 @@ func listPage(it ValueIterator, budget *readBudget, opts ListEntriesOptions) (*E
 		}
 		return nil
 	}
+	size := 0
 	for len(page.Rows) < opts.Limit {
 		row := next()
 		if row == nil {
@@ -819,7 +820,11 @@ func listPage(it ValueIterator, budget *readBudget, opts ListEntriesOptions) (*E
 			return page, it.Err()
 		}
 		page.Rows = append(page.Rows, row)
-		if budget.exhausted() {
+		size += len(row.Key)
+		if row.Value != nil {
+			size += len(row.Value.Identity) + len(row.Value.Data)
+		}
+		if budget.exhausted() || opts.MaxBytes > 0 && size >= opts.MaxBytes {
 			page.More = true
 			return page, it.Err()
 		}

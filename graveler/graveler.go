@@ -214,6 +214,11 @@ type ListEntriesOptions struct {
 	// continues strictly after that key, also when it lies inside a
 	// common prefix (which After alone would skip whole).
 	Resume bool
+	// MaxBytes, when positive, ends a page (More set) once its rows' keys,
+	// identities and data reach this many bytes; a page holds at least one
+	// row. It keeps a page of large values within what one response can
+	// carry.
+	MaxBytes int
 }
 
 // EntriesPage is one page of ListEntriesPage.

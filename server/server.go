@@ -68,6 +68,14 @@ func New(svc Service, cfg Config) *Server {
 	return &Server{svc: svc, cfg: cfg, pager: pager{key: key}}
 }
 
+// responseBytes bounds the entries' bytes in one ListEntries page or one
+// StreamEntries message: with the row that crosses it, a message stays
+// inside the 4 MiB a gRPC client receives by default (and the server's
+// 16 MiB send limit), where a page of 100 values near the 512 KiB limit
+// would not fit. A page ends short instead (AIP-158), with a token for
+// the rest.
+const responseBytes = 3 << 20
+
 // Batch sizes of the streaming methods.
 const (
 	streamEntriesBatch = 1000
@@ -662,7 +670,7 @@ func (s *Server) ListEntries(ctx context.Context, req *pb.ListEntriesRequest) (*
 		return nil, res(err)
 	}
 	page, err := s.svc.ListEntriesPage(ctx, repo, ref, graveler.ListEntriesOptions{
-		Prefix: req.GetPrefix(), After: after, Resume: resume, Delimiter: req.GetDelimiter(), Limit: n,
+		Prefix: req.GetPrefix(), After: after, Resume: resume, Delimiter: req.GetDelimiter(), Limit: n, MaxBytes: responseBytes,
 	})
 	if err != nil {
 		return nil, res(err)
@@ -714,7 +722,7 @@ func (s *Server) StreamEntries(req *pb.StreamEntriesRequest, stream grpc.ServerS
 	if err != nil {
 		return withResource(err, "repository", req.GetRepository())
 	}
-	opts := graveler.ListEntriesOptions{Prefix: req.GetPrefix(), Delimiter: req.GetDelimiter(), Limit: streamEntriesBatch}
+	opts := graveler.ListEntriesOptions{Prefix: req.GetPrefix(), Delimiter: req.GetDelimiter(), Limit: streamEntriesBatch, MaxBytes: responseBytes}
 	for {
 		page, err := s.svc.ListEntriesPage(ctx, repo, ref, opts)
 		if err != nil {
