@@ -91,3 +91,68 @@ func TestListingOfLargeValues(t *testing.T) {
 	}
 	check("StreamEntries", keys)
 }
+
+// TestDumpOfLargeCommits: commits with messages of 900 KiB. DumpRefs and
+// StreamLog batches end by bytes, so every message fits a client's
+// default 4 MiB and the dump holds every commit.
+func TestDumpOfLargeCommits(t *testing.T) {
+	ctx := context.Background()
+	mem := kv.NewMemoryStore()
+	t.Cleanup(func() { _ = mem.Close() })
+	c := start(t, gravelertest.New(t, mem, gravelertest.Options{}), GRPCOptions{}).client
+	if _, err := c.CreateRepository(ctx, &pb.CreateRepositoryRequest{RepositoryId: "repo"}); err != nil {
+		t.Fatal(err)
+	}
+	const branch = "repositories/repo/branches/main"
+	const n = 12
+	for i := range n {
+		if _, err := c.PutEntry(ctx, &pb.PutEntryRequest{Branch: branch,
+			Entry: &pb.Entry{Key: fmt.Appendf(nil, "k%02d", i), Value: &pb.Value{Identity: []byte("id"), Data: []byte("v")}}}); err != nil {
+			t.Fatal(err)
+		}
+		msg := string(bytes.Repeat([]byte{'a' + byte(i)}, 900<<10))
+		if _, err := c.Commit(ctx, &pb.CommitRequest{Branch: branch, Options: &pb.CommitOptions{Message: msg}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dump, err := c.DumpRefs(ctx, &pb.DumpRefsRequest{Repository: "repositories/repo"}, grpc.MaxCallRecvMsgSize(4<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	commits := 0
+	for {
+		msg, err := dump.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range msg.GetRecords() {
+			if r.GetCommit() != nil {
+				commits++
+			}
+		}
+	}
+	if commits != n+1 { // and the initial commit
+		t.Fatalf("dumped %d commits, want %d", commits, n+1)
+	}
+	log, err := c.StreamLog(ctx, &pb.StreamLogRequest{Repository: "repositories/repo", Ref: "main"}, grpc.MaxCallRecvMsgSize(4<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	commits = 0
+	for {
+		msg, err := log.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		commits += len(msg.GetCommits())
+	}
+	if commits != n+1 {
+		t.Fatalf("streamed %d commits, want %d", commits, n+1)
+	}
+}

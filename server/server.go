@@ -69,7 +69,9 @@ func New(svc Service, cfg Config) *Server {
 }
 
 // responseBytes bounds the entries' bytes in one ListEntries page or one
-// StreamEntries message: with the row that crosses it, a message stays
+// StreamEntries message, and the encoded size of one message of the
+// other streams (StreamLog, StreamDiff, DumpRefs): with the row that
+// crosses it, a message stays
 // inside the 4 MiB a gRPC client receives by default (and the server's
 // 16 MiB send limit), where a page of 100 values near the 512 KiB limit
 // would not fit. A page ends short instead (AIP-158), with a token for
@@ -545,17 +547,18 @@ func (s *Server) StreamLog(req *pb.StreamLogRequest, stream grpc.ServerStreaming
 		return withResource(err, "repository", req.GetRepository())
 	}
 	opts := graveler.LogOptions{FirstParent: req.GetFirstParent(), Since: timeOf(req.GetSince())}
-	batch := &pb.StreamLogResponse{}
+	batch, size := &pb.StreamLogResponse{}, 0
 	for c, err := range s.svc.Log(ctx, repo, ref, opts) {
 		if err != nil {
 			return withResource(err, "repository", req.GetRepository(), "ref", string(ref))
 		}
-		batch.Commits = append(batch.Commits, commitPB(repo, c))
-		if len(batch.Commits) == streamLogBatch {
+		m := commitPB(repo, c)
+		batch.Commits = append(batch.Commits, m)
+		if size += proto.Size(m); len(batch.Commits) == streamLogBatch || size >= responseBytes {
 			if err := stream.Send(batch); err != nil {
 				return err
 			}
-			batch = &pb.StreamLogResponse{}
+			batch, size = &pb.StreamLogResponse{}, 0
 		}
 	}
 	if len(batch.Commits) > 0 {
@@ -806,13 +809,15 @@ func diffPage(it graveler.DiffIterator, after graveler.Key, n int) ([]*pb.Differ
 func streamDiff(it graveler.DiffIterator, send func([]*pb.Difference) error) error {
 	defer it.Close()
 	var batch []*pb.Difference
+	size := 0
 	for it.Next() {
-		batch = append(batch, diffPB(it.Value()))
-		if len(batch) == streamDiffBatch {
+		d := diffPB(it.Value())
+		batch = append(batch, d)
+		if size += proto.Size(d); len(batch) == streamDiffBatch || size >= responseBytes {
 			if err := send(batch); err != nil {
 				return err
 			}
-			batch = nil
+			batch, size = nil, 0
 		}
 	}
 	if err := it.Err(); err != nil {
@@ -1009,7 +1014,7 @@ func (s *Server) DumpRefs(req *pb.DumpRefsRequest, stream grpc.ServerStreamingSe
 	if err != nil {
 		return withResource(err, "repository", req.GetRepository())
 	}
-	batch := &pb.DumpRefsResponse{}
+	batch, size := &pb.DumpRefsResponse{}, 0
 	for r, err := range s.svc.DumpRefs(stream.Context(), repo) {
 		if err != nil {
 			return withResource(err, "repository", req.GetRepository())
@@ -1026,11 +1031,11 @@ func (s *Server) DumpRefs(req *pb.DumpRefsRequest, stream grpc.ServerStreamingSe
 			continue
 		}
 		batch.Records = append(batch.Records, rec)
-		if len(batch.Records) == streamRefsBatch {
+		if size += proto.Size(rec); len(batch.Records) == streamRefsBatch || size >= responseBytes {
 			if err := stream.Send(batch); err != nil {
 				return err
 			}
-			batch = &pb.DumpRefsResponse{}
+			batch, size = &pb.DumpRefsResponse{}, 0
 		}
 	}
 	if len(batch.Records) > 0 {
