@@ -244,6 +244,13 @@ func (w *writer) flushNode(level int) error {
 		return err
 	}
 	w.m.nodes.add(rangeCacheKey(w.ns, string(id)), n, n.stored)
+	if level+1 > maxLevel {
+		// A child entry that fills a node alone cuts every level after
+		// one child, without end: its key is far too long for the node
+		// sizes.
+		return fmt.Errorf("%w: committed: a tree of more than %d levels: the entry for key %q (%d bytes) fills a node of at most %d bytes alone",
+			graveler.ErrInvalidArgument, maxLevel, desc.MaxKey[:min(len(desc.MaxKey), 64)], len(desc.MaxKey), w.m.cfg.MaxNodeSize)
+	}
 	return w.addChild(level+1, desc)
 }
 
@@ -683,7 +690,13 @@ func (a *applier) walk(d *RangeDescriptor, level int, lastSpine bool) error {
 	// entries after it would have made of it. Everywhere else a cut node
 	// was cut mid-stream, after a child its own rule had closed.
 	closed := a.m.cfg.cutAfter(level, d.MaxKey, d.EstimatedSize) && (level == 0 || !lastSpine)
-	if untouched && a.w.atBoundary(level) && (closed || lastSpine && next == nil) {
+	// The last subtree of the right spine, with no change after it, ends
+	// the tree as it is, unless nothing was written before it at or above
+	// its level (everything before it deleted): passed through, it would
+	// then sit alone under a new root, where the same entries written in
+	// bulk make it, or its children, the root. So it is descended into.
+	rightEnd := lastSpine && next == nil && (level == 0 || a.w.above(level))
+	if untouched && a.w.atBoundary(level) && (closed || rightEnd) {
 		return a.w.passThrough(*d, level)
 	}
 	if level > 0 {

@@ -434,3 +434,17 @@ func TestConcurrentRangeLoadsReadOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyFillingANodeAlone: a key so long that its entry fills an inner
+// node alone would cut every level after one child, without end; the
+// write fails with ErrInvalidArgument instead of building levels forever.
+func TestKeyFillingANodeAlone(t *testing.T) {
+	blobs := NewBucketStore(BucketConfig{})
+	defer blobs.Close()
+	m := NewManager(blobs, Config{})
+	key := graveler.Key(strings.Repeat("k", DefaultMaxNodeSize/2))
+	_, err := m.WriteMetaRangeByIterator(context.Background(), "mem://long-key", newSliceIter([]graveler.ValueRecord{{Key: key, Value: &graveler.Value{Identity: []byte("i"), Data: []byte("d")}}}))
+	if !errors.Is(err, graveler.ErrInvalidArgument) {
+		t.Fatalf("a key of %d bytes: %v, want ErrInvalidArgument", len(key), err)
+	}
+}

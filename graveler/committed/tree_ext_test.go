@@ -365,3 +365,41 @@ func TestTreeCorruptionAtEveryLevel(t *testing.T) {
 		})
 	}
 }
+
+// TestDeleteThroughTopChildIdenticalID: deleting every key up to the end
+// of one of the root's children leaves the rest of the tree, on its right
+// edge, untouched. Apply must still give the tree the shape, and so the
+// ID, that writing the remaining entries in bulk gives: passing the last
+// subtree through with nothing written before it would put it under a
+// taller root.
+func TestDeleteThroughTopChildIdenticalID(t *testing.T) {
+	ctx := context.Background()
+	blobs := committed.NewBucketStore(committed.BucketConfig{})
+	defer blobs.Close()
+	ns := graveler.StorageNamespace("mem://delete-through-child")
+	m := committed.NewManager(blobs, smallTreeConfig)
+	recs := treeRecords(3000, "v")
+	base := mustWrite(t, m, ns, recs)
+	root, err := committed.ReadTreeNode(ctx, blobs, ns, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(root.Children) < 2 {
+		t.Fatalf("root of %d children", len(root.Children))
+	}
+	for j := range len(root.Children) - 1 {
+		last := string(root.Children[j].MaxKey)
+		var dels, rest []graveler.ValueRecord
+		for _, r := range recs {
+			if string(r.Key) <= last {
+				dels = append(dels, graveler.ValueRecord{Key: r.Key})
+			} else {
+				rest = append(rest, r)
+			}
+		}
+		got, want := mustApply(t, m, ns, base, dels), mustWrite(t, m, ns, rest)
+		if got != want {
+			t.Errorf("deleting through child %d: Apply gives %s (level %d), bulk %s (level %d)", j, got, rootLevel(t, blobs, ns, got), want, rootLevel(t, blobs, ns, want))
+		}
+	}
+}
