@@ -504,6 +504,11 @@ func (f *Feed) catchUpOnce(ctx context.Context, cq chan<- cqItem, dec *decoder, 
 			return rev, wctx.Err()
 		case <-tick.C:
 			_ = w.RequestProgress(wctx)
+			// Again: an offer dropped for a full buffer is otherwise
+			// repeated only on a response, and etcd answers no progress
+			// request for a watch started past its current revision, so
+			// on an idle etcd none would come.
+			f.offer(cq, rev)
 		case resp, ok := <-ch:
 			if !ok {
 				return rev, errWatchEnded
