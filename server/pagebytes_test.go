@@ -93,8 +93,8 @@ func TestListingOfLargeValues(t *testing.T) {
 }
 
 // TestDumpOfLargeCommits: commits with messages of 900 KiB. DumpRefs and
-// StreamLog batches end by bytes, so every message fits a client's
-// default 4 MiB and the dump holds every commit.
+// StreamLog batches and Log pages end by bytes, so every message fits a
+// client's default 4 MiB and the dump and the log hold every commit.
 func TestDumpOfLargeCommits(t *testing.T) {
 	ctx := context.Background()
 	mem := kv.NewMemoryStore()
@@ -136,6 +136,20 @@ func TestDumpOfLargeCommits(t *testing.T) {
 	}
 	if commits != n+1 { // and the initial commit
 		t.Fatalf("dumped %d commits, want %d", commits, n+1)
+	}
+	var logged int
+	for token := ""; ; {
+		resp, err := c.Log(ctx, &pb.LogRequest{Repository: "repositories/repo", Ref: "main", PageToken: token}, grpc.MaxCallRecvMsgSize(4<<20))
+		if err != nil {
+			t.Fatal(err)
+		}
+		logged += len(resp.GetCommits())
+		if token = resp.GetNextPageToken(); token == "" {
+			break
+		}
+	}
+	if logged != n+1 {
+		t.Fatalf("logged %d commits page by page, want %d", logged, n+1)
 	}
 	log, err := c.StreamLog(ctx, &pb.StreamLogRequest{Repository: "repositories/repo", Ref: "main"}, grpc.MaxCallRecvMsgSize(4<<20))
 	if err != nil {

@@ -69,9 +69,9 @@ func New(svc Service, cfg Config) *Server {
 }
 
 // responseBytes bounds the entries' bytes in one ListEntries page or one
-// StreamEntries message, and the encoded size of one message of the
-// other streams (StreamLog, StreamDiff, DumpRefs): with the row that
-// crosses it, a message stays
+// StreamEntries message, and the encoded size of one Log page or one
+// message of the other streams (StreamLog, StreamDiff, DumpRefs): with
+// the row that crosses it, a message stays
 // inside the 4 MiB a gRPC client receives by default (and the server's
 // 16 MiB send limit), where a page of 100 values near the 512 KiB limit
 // would not fit. A page ends short instead (AIP-158), with a token for
@@ -501,7 +501,7 @@ func (s *Server) Log(ctx context.Context, req *pb.LogRequest) (*pb.LogResponse, 
 	resp := &pb.LogResponse{}
 	var seen uint64
 	var pending []graveler.CommitID
-	more := false
+	more, size := false, 0
 	for c, err := range seq {
 		if err != nil {
 			return nil, res(err)
@@ -517,8 +517,12 @@ func (s *Server) Log(ctx context.Context, req *pb.LogRequest) (*pb.LogResponse, 
 			more = true
 			break
 		}
-		resp.Commits = append(resp.Commits, commitPB(repo, c))
+		m := commitPB(repo, c)
+		resp.Commits = append(resp.Commits, m)
 		cur.last = c.CommitID
+		if size += proto.Size(m); size >= responseBytes {
+			n = len(resp.Commits) // full by bytes: the page ends here
+		}
 		if len(resp.Commits) == n && pos.Pending != nil {
 			pending = pos.Pending()
 		}
