@@ -69,8 +69,8 @@ func New(svc Service, cfg Config) *Server {
 }
 
 // responseBytes bounds the entries' bytes in one ListEntries page or one
-// StreamEntries message, and the encoded size of one Log page or one
-// message of the other streams (StreamLog, StreamDiff, DumpRefs): with
+// StreamEntries message, and the encoded size of one Log or Diff page or
+// one message of the other streams (StreamLog, StreamDiff, DumpRefs): with
 // the row that crosses it, a message stays
 // inside the 4 MiB a gRPC client receives by default (and the server's
 // 16 MiB send limit), where a page of 100 values near the 512 KiB limit
@@ -797,15 +797,18 @@ func diffPage(it graveler.DiffIterator, after graveler.Key, n int) ([]*pb.Differ
 		it.SeekGE(after)
 	}
 	var out []*pb.Difference
+	size := 0
 	for it.Next() {
 		d := it.Value()
 		if after != nil && bytes.Equal(d.Key, after) {
 			continue
 		}
-		if len(out) == n {
+		if len(out) == n || size >= responseBytes {
 			return out, true, nil
 		}
-		out = append(out, diffPB(d))
+		m := diffPB(d)
+		out = append(out, m)
+		size += proto.Size(m)
 	}
 	return out, false, it.Err()
 }
