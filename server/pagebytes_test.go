@@ -90,6 +90,38 @@ func TestListingOfLargeValues(t *testing.T) {
 		}
 	}
 	check("StreamEntries", keys)
+	keys, token = nil, ""
+	for {
+		resp, err := c.DiffUncommitted(ctx, &pb.DiffUncommittedRequest{Branch: branch, PageToken: token}, grpc.MaxCallRecvMsgSize(clientDefault))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range resp.GetDifferences() {
+			keys = append(keys, d.GetKey())
+		}
+		if token = resp.GetNextPageToken(); token == "" {
+			break
+		}
+	}
+	check("DiffUncommitted", keys)
+	diff, err := c.StreamDiffUncommitted(ctx, &pb.StreamDiffUncommittedRequest{Branch: branch}, grpc.MaxCallRecvMsgSize(clientDefault))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys = nil
+	for {
+		msg, err := diff.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range msg.GetDifferences() {
+			keys = append(keys, d.GetKey())
+		}
+	}
+	check("StreamDiffUncommitted", keys)
 }
 
 // TestDumpOfLargeCommits: commits with messages of 900 KiB. DumpRefs and
