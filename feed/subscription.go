@@ -242,7 +242,10 @@ func (s *Subscription) Next(ctx context.Context) (*Message, error) {
 	}
 	m, err := s.next(ctx)
 	if err != nil {
-		if ctx.Err() != nil && s.ctx.Err() == nil {
+		// The call's context ending ends the call only: anything else,
+		// such as a catch-up's error read from its buffer meanwhile, ends
+		// the subscription, or it would be lost.
+		if ctx.Err() != nil && s.ctx.Err() == nil && errors.Is(err, ctx.Err()) {
 			return nil, ctx.Err()
 		}
 		if s.ctx.Err() != nil && !errors.Is(err, ErrClosed) && s.f.ctx.Err() != nil {

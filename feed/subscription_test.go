@@ -3,6 +3,7 @@ package feed_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -66,4 +67,54 @@ func TestCatchUpJoinsWhenIdle(t *testing.T) {
 		t.Fatalf("after 5s of bookmarks the subscription still resumes at %d (etcd at %d, catching up %v); after compaction at %d resuming it gives %v (compacted: %v), the live one's token %d gives %v",
 			last, cur, s.CatchingUp(), cur, err, errors.Is(err, feed.ErrCompacted), liveLast, lerr)
 	}
+}
+
+// TestCatchUpErrorNotLostToCallContext: a catch-up's error (its start
+// compacted while it paused for a slow subscriber) is read from its
+// buffer by a Next whose context has ended. Next may answer that
+// context's error, but the catch-up's error must end the subscription
+// and be returned, not dropped: the catch-up has ended, and the
+// subscription would send only bookmarks from then on.
+func TestCatchUpErrorNotLostToCallContext(t *testing.T) {
+	e := newEnv(t, feed.Config{RingSize: 1, CatchUpBuffer: 1})
+	e.createRepo("rep")
+	from := e.rev()
+	c := e.churner("rep", 3)
+	c.steps(8)
+	// More than the 1000 revisions etcd sends a lagging watch at once.
+	for i := range 1100 {
+		if _, err := e.srv.Client.Put(e.ctx, e.store.RawKey(keys.Deleted(), []byte(fmt.Sprintf("tokens/zz%d", i))), "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.steps(2)
+	e.waitHub(e.rev())
+	s := e.subscribe(feed.Request{StartRevision: from})
+	time.Sleep(300 * time.Millisecond) // the catch-up fills its buffer and pauses
+	if _, err := e.srv.Client.Compact(e.ctx, e.rev()); err != nil {
+		t.Fatal(err)
+	}
+	done, cancel := context.WithCancel(e.ctx)
+	cancel()
+	for end := time.Now().Add(time.Second); time.Now().Before(end); {
+		_, err := s.Next(done)
+		if errors.Is(err, feed.ErrCompacted) {
+			return
+		}
+		if err != nil {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	for range 5 {
+		ctx, c := context.WithTimeout(e.ctx, 2*time.Second)
+		_, err := s.Next(ctx)
+		c()
+		if errors.Is(err, feed.ErrCompacted) {
+			return
+		}
+		if err != nil {
+			t.Fatalf("after the compaction: %v, want ErrCompacted", err)
+		}
+	}
+	t.Fatal("the catch-up's compaction error was never returned")
 }
