@@ -37,6 +37,10 @@ var (
 		Name: "graveler_kv_attempt_timeouts_total",
 		Help: "etcd request attempts abandoned after the per-attempt request timeout (reads are sent again, writes settled).",
 	})
+	readResends = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "graveler_kv_read_resends_total",
+		Help: "Reads sent again after the member serving them failed or was between leaders (a broken connection, no leader).",
+	})
 	membersOut = promauto.NewGauge(prometheus.GaugeOpts{
 		Name: "graveler_kv_etcd_members_out",
 		Help: "etcd endpoints taken out of the client's rotation because the member stopped answering (put back once it answers).",

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"graveler/internal/ctxtime"
 	"graveler/kv"
 )
 
@@ -90,8 +91,17 @@ func (s *Store) rangeIter(ctx context.Context, from, end string, keysOnly bool) 
 			if progressed {
 				stalls = 0
 			}
-			if errors.Is(err, errAttemptTimeout) && ctx.Err() == nil && stalls < readAttempts-1 {
+			// A stalled member, or one that failed under the stream: go on
+			// after the last key, on another member.
+			if (errors.Is(err, errAttemptTimeout) || memberFailed(ctx, err)) && ctx.Err() == nil && stalls < readAttempts-1 {
 				stalls++
+				if !errors.Is(err, errAttemptTimeout) {
+					readResends.Inc()
+					if !ctxtime.Sleep(ctx, time.Duration(stalls)*20*time.Millisecond) {
+						yield(nil, readErr(ctx, "range", err))
+						return
+					}
+				}
 				continue
 			}
 			yield(nil, readErr(ctx, "range", err))

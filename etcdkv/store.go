@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"graveler/internal/ctxtime"
 	"graveler/kv"
 )
 
@@ -293,19 +294,44 @@ func attemptTimedOut(ctx, attempt context.Context) bool {
 // again: the balancer picks the next member for it, so a read that met a
 // stopped member lands on a healthy one instead of waiting for the
 // caller's deadline.
+//
+// A read that failed as a member failing does (its connection broke with
+// the request in flight, or it has no leader for the moment) is sent
+// again as well, after a short pause, within the same attempts: it
+// changed nothing, and the client's own retry covers only plain Range,
+// not the read-only transactions and streams the other reads use.
 func (s *Store) read(ctx context.Context, do func(context.Context) error) error {
 	var err error
-	for range readAttempts {
+	for attempt := range readAttempts {
 		c, cancel := s.attemptCtx(ctx)
 		err = do(c)
 		timedOut := err != nil && attemptTimedOut(ctx, c)
 		cancel()
-		if !timedOut {
+		switch {
+		case timedOut:
+			s.attemptAbandoned()
+		case memberFailed(ctx, err) && attempt+1 < readAttempts:
+			readResends.Inc()
+			if !ctxtime.Sleep(ctx, time.Duration(attempt+1)*20*time.Millisecond) {
+				return err
+			}
+		default:
 			return err
 		}
-		s.attemptAbandoned()
 	}
 	return fmt.Errorf("%w: %d attempts of %v each", errAttemptTimeout, readAttempts, s.cfg.RequestTimeout)
+}
+
+// memberFailed reports an error a read meets when the member serving it
+// fails or is between leaders, while the caller's context is live: the
+// read can go to another member, or wait for the next leader.
+func memberFailed(ctx context.Context, err error) bool {
+	if err == nil || ctx.Err() != nil {
+		return false
+	}
+	return status.Code(err) == codes.Unavailable ||
+		errors.Is(err, rpctypes.ErrTimeout) || errors.Is(err, rpctypes.ErrNoLeader) || errors.Is(err, rpctypes.ErrLeaderChanged) ||
+		errors.Is(err, rpctypes.ErrGRPCNoLeader) || errors.Is(err, rpctypes.ErrGRPCLeaderChanged) || errors.Is(err, rpctypes.ErrGRPCTimeout)
 }
 
 // write sends do once, bounded by Config.RequestTimeout. An attempt that
