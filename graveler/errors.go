@@ -52,9 +52,13 @@ var (
 	ErrDirtyBranch             = fmt.Errorf("branch has uncommitted changes: %w", ErrFailedPrecondition)
 	ErrNotBareRepository       = fmt.Errorf("repository is not bare: %w", ErrFailedPrecondition)
 	ErrNoMergeBase             = fmt.Errorf("no merge base: %w", ErrFailedPrecondition)
-	ErrRevertMergeNoParent     = fmt.Errorf("reverting a merge commit needs a parent number: %w", ErrInvalidArgument)
-	ErrInvalidParentNumber     = fmt.Errorf("parent number: %w", ErrInvalidArgument)
-	ErrNothingToMerge          = fmt.Errorf("source is already merged into the destination: %w", ErrNoChanges)
+	// ErrAmbiguousMergeBase: two histories share more than one best common
+	// ancestor (a criss-cross), and those differ in content, so no single
+	// base gives a three-way merge that keeps both sides' changes.
+	ErrAmbiguousMergeBase  = fmt.Errorf("ambiguous merge base: %w", ErrFailedPrecondition)
+	ErrRevertMergeNoParent = fmt.Errorf("reverting a merge commit needs a parent number: %w", ErrInvalidArgument)
+	ErrInvalidParentNumber = fmt.Errorf("parent number: %w", ErrInvalidArgument)
+	ErrNothingToMerge      = fmt.Errorf("source is already merged into the destination: %w", ErrNoChanges)
 	// ErrTooManyRangeTombstones: a staging token holds its limit of range
 	// tombstones (DeletePrefix); a commit of the branch starts a new token.
 	ErrTooManyRangeTombstones = fmt.Errorf("too many prefix deletes staged on the branch, commit it first: %w", ErrResourceExhausted)
@@ -176,3 +180,16 @@ func (e *PartlyStagedError) Error() string {
 }
 
 func (e *PartlyStagedError) Unwrap() error { return e.Err }
+
+// AmbiguousMergeBaseError names the best common ancestors, with different
+// trees, of two histories (ErrAmbiguousMergeBase).
+type AmbiguousMergeBaseError struct {
+	Left, Right CommitID
+	Bases       []CommitID
+}
+
+func (e *AmbiguousMergeBaseError) Error() string {
+	return fmt.Sprintf("%v: %s and %s have %d best common ancestors with different trees (%v)", ErrAmbiguousMergeBase, e.Left, e.Right, len(e.Bases), e.Bases)
+}
+
+func (e *AmbiguousMergeBaseError) Unwrap() error { return ErrAmbiguousMergeBase }

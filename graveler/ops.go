@@ -227,6 +227,9 @@ func (g *Graveler) Merge(ctx context.Context, repoID RepositoryID, destination B
 		return "", false, err
 	}
 	base, err := g.refs.FindMergeBase(ctx, repo, b.CommitID, src.CommitID)
+	if amb, ok := errors.AsType[*AmbiguousMergeBaseError](err); ok {
+		base, err = g.virtualBase(ctx, repo, amb)
+	}
 	if err != nil {
 		return "", false, err
 	}
@@ -241,6 +244,42 @@ func (g *Graveler) Merge(ctx context.Context, repoID RepositoryID, destination B
 	}
 	id, err = g.mergeCommit(ctx, repo, destination, source, b, destCommit, src, base, params)
 	return id, false, err
+}
+
+// virtualBase is the base of a merge whose histories cross (two best
+// common ancestors with different trees): the merge of those two over
+// their own base, as git's recursive merge makes it, a tree no commit
+// names. Three or more such ancestors, ancestors that cross again, or
+// ancestors whose merge conflicts: the ambiguity stands (amb).
+func (g *Graveler) virtualBase(ctx context.Context, repo *RepositoryRecord, amb *AmbiguousMergeBaseError) (*CommitRecord, error) {
+	if len(amb.Bases) != 2 {
+		return nil, amb
+	}
+	var trees [2]MetaRangeID
+	for i, id := range amb.Bases {
+		c, err := g.refs.GetCommit(ctx, repo, id)
+		if err != nil {
+			return nil, err
+		}
+		trees[i] = c.MetaRangeID
+	}
+	inner, err := g.refs.FindMergeBase(ctx, repo, amb.Bases[0], amb.Bases[1])
+	if err != nil {
+		if errors.Is(err, ErrAmbiguousMergeBase) || errors.Is(err, ErrNoMergeBase) {
+			return nil, amb
+		}
+		return nil, err
+	}
+	mr, _, err := g.committed.Merge(ctx, repo.StorageNamespace, trees[0], trees[1], inner.MetaRangeID, MergeStrategyNone)
+	switch {
+	case errors.Is(err, ErrNoChanges):
+		mr = trees[0]
+	case errors.Is(err, ErrMergeConflict):
+		return nil, fmt.Errorf("%w: its best common ancestors conflict with each other: %w", amb, err)
+	case err != nil:
+		return nil, err
+	}
+	return &CommitRecord{Commit: &Commit{MetaRangeID: mr}}, nil
 }
 
 // mergeCommit writes the two-parent commit of a merge and moves the

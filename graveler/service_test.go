@@ -787,3 +787,75 @@ func TestStoreWithOnlyOneFencedAbility(t *testing.T) {
 	f.commit("main", "c")
 	f.want("main@", "a", "1")
 }
+
+// TestMergeCrissCross: main and dev merge each other's first commits (X1
+// sets k=1 on main, Y1 sets o on dev), then dev sets k back to 0. Merging
+// dev into main has two best common ancestors, X1 and Y1, with different
+// trees: a three-way merge over Y1 alone would keep main's k=1 and drop
+// dev's change, over X1 alone take it, and which one a walk meets first
+// depends on the commits' order. The merge takes as its base the merge
+// of the two (as git's recursive merge does), in either order: dev's
+// k=0 lands. When the two ancestors conflict with each other, the merge
+// is refused with ErrAmbiguousMergeBase and main does not move.
+func TestMergeCrissCross(t *testing.T) {
+	for _, devFirst := range []bool{false, true} {
+		for _, conflicting := range []bool{false, true} {
+			t.Run(fmt.Sprintf("dev-first-%v/conflicting-%v", devFirst, conflicting), func(t *testing.T) {
+				f := newFixture(t, kv.NewMemoryStore(), graveler.Config{})
+				f.set("main", "k", "0")
+				f.commit("main", "A")
+				if _, err := f.g.CreateBranch(f.ctx, f.repo, "dev", "main"); err != nil {
+					t.Fatal(err)
+				}
+				var x1, y1 graveler.CommitID
+				commitX := func() { f.set("main", "k", "1"); x1 = f.commit("main", "X1") }
+				commitY := func() {
+					f.set("dev", "o", "1")
+					if conflicting {
+						f.set("dev", "k", "2") // X1 and Y1 disagree on k
+					}
+					y1 = f.commit("dev", "Y1")
+				}
+				if devFirst {
+					commitY()
+					commitX()
+				} else {
+					commitX()
+					commitY()
+				}
+				strategy := graveler.MergeParams{}
+				if conflicting {
+					// Each side keeps its own k when merging the other.
+					strategy.Strategy = graveler.MergeStrategyDestWins
+				}
+				if _, _, err := f.g.Merge(f.ctx, f.repo, "main", graveler.Ref(y1), strategy); err != nil {
+					t.Fatal(err)
+				}
+				if _, _, err := f.g.Merge(f.ctx, f.repo, "dev", graveler.Ref(x1), strategy); err != nil {
+					t.Fatal(err)
+				}
+				f.set("dev", "k", "0")
+				f.commit("dev", "k back to 0")
+				head, err := f.g.GetBranch(f.ctx, f.repo, "main")
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, _, err = f.g.Merge(f.ctx, f.repo, "main", "dev", graveler.MergeParams{})
+				if conflicting {
+					if !errors.Is(err, graveler.ErrAmbiguousMergeBase) {
+						t.Fatalf("criss-cross merge over conflicting ancestors: %v, want ErrAmbiguousMergeBase", err)
+					}
+					if after, _ := f.g.GetBranch(f.ctx, f.repo, "main"); after.CommitID != head.CommitID {
+						t.Fatal("the refused merge moved main")
+					}
+					return
+				}
+				if err != nil {
+					t.Fatalf("criss-cross merge: %v", err)
+				}
+				f.want("main", "k", "0")
+				f.want("main", "o", "1")
+			})
+		}
+	}
+}

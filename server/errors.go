@@ -72,6 +72,7 @@ var reasons = []struct {
 	{graveler.ErrDirtyBranch, "DIRTY_BRANCH"},
 	{graveler.ErrNotBareRepository, "NOT_BARE_REPOSITORY"},
 	{graveler.ErrNoMergeBase, "NO_MERGE_BASE"},
+	{graveler.ErrAmbiguousMergeBase, "AMBIGUOUS_MERGE_BASE"},
 	{graveler.ErrRevertMergeNoParent, "REVERT_MERGE_NO_PARENT"},
 	{graveler.ErrInvalidParentNumber, "INVALID_PARENT_NUMBER"},
 	{graveler.ErrMergeConflict, "MERGE_CONFLICT"},

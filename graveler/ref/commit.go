@@ -302,6 +302,12 @@ func (m *Manager) Log(ctx context.Context, repo *graveler.RepositoryRecord, from
 // side reached each commit; the first commit reached from both is a common
 // ancestor with no other common ancestor below it in either walk (as
 // lakeFS's FindLowestCommonAncestor). ErrNoMergeBase when they share none.
+// The walk goes on, marking the ancestors of each common ancestor found,
+// until every commit left is such an ancestor: any other common ancestor
+// found meanwhile is a best one as well (a criss-cross history). If any
+// of those has another tree than the first, no one of them serves as the
+// base of a three-way merge (over one, what the other side changed back
+// would be dropped): an *AmbiguousMergeBaseError naming them all.
 func (m *Manager) FindMergeBase(ctx context.Context, repo *graveler.RepositoryRecord, left, right graveler.CommitID) (*graveler.CommitRecord, error) {
 	part, err := repoPartition(repo)
 	if err != nil {
@@ -312,7 +318,7 @@ func (m *Manager) FindMergeBase(ctx context.Context, repo *graveler.RepositoryRe
 			return nil, err
 		}
 	}
-	const fromLeft, fromRight = 1, 2
+	const fromLeft, fromRight, below = 1, 2, 4
 	q := newCommitQueue()
 	reach := func(id graveler.CommitID, side int) error {
 		if flags, ok := q.ids[id]; ok {
@@ -333,20 +339,58 @@ func (m *Manager) FindMergeBase(ctx context.Context, repo *graveler.RepositoryRe
 	if err := reach(right, fromRight); err != nil {
 		return nil, err
 	}
-	for q.Len() > 0 {
+	var base *graveler.CommitRecord
+	var others []graveler.CommitID // best common ancestors with other trees
+	// live counts the queued commits not below a common ancestor found.
+	live := 0
+	for _, f := range q.ids {
+		if f&below == 0 {
+			live++
+		}
+	}
+	reachCounted := func(id graveler.CommitID, side int) error {
+		before, queued := q.ids[id]
+		if err := reach(id, side); err != nil {
+			return err
+		}
+		after := q.ids[id]
+		switch {
+		case !queued && after&below == 0:
+			live++
+		case queued && before&below == 0 && after&below != 0:
+			live--
+		}
+		return nil
+	}
+	for q.Len() > 0 && (base == nil || live > 0) {
 		rec := q.pop()
 		flags := q.ids[rec.CommitID]
 		delete(q.ids, rec.CommitID)
+		if flags&below == 0 {
+			live--
+		}
 		if flags == fromLeft|fromRight {
-			return rec, nil
+			switch {
+			case base == nil:
+				base = rec
+			case rec.MetaRangeID != base.MetaRangeID:
+				others = append(others, rec.CommitID)
+			}
+			flags |= below
 		}
 		for _, p := range rec.Parents {
-			if err := reach(p, flags); err != nil {
+			if err := reachCounted(p, flags); err != nil {
 				return nil, err
 			}
 		}
 	}
-	return nil, fmt.Errorf("%w: %s and %s in repository %s", graveler.ErrNoMergeBase, left, right, repo.RepositoryID)
+	if base == nil {
+		return nil, fmt.Errorf("%w: %s and %s in repository %s", graveler.ErrNoMergeBase, left, right, repo.RepositoryID)
+	}
+	if len(others) > 0 {
+		return nil, &graveler.AmbiguousMergeBaseError{Left: left, Right: right, Bases: append([]graveler.CommitID{base.CommitID}, others...)}
+	}
+	return base, nil
 }
 
 // ListCommits walks every commit of the repository by id, after
