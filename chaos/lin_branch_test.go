@@ -27,6 +27,8 @@ type brIn struct {
 	Value string
 }
 
+func (in brIn) read() bool { return in.Op == "get" }
+
 // brOut is its outcome; Value is what a get returned ("" when not found).
 type brOut struct {
 	Value string

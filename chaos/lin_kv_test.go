@@ -30,6 +30,8 @@ type kvIn struct {
 	Pred  string
 }
 
+func (in kvIn) read() bool { return in.Op == "get" }
+
 // kvOut is its outcome; Value is what a get returned ("" when not found).
 type kvOut struct {
 	Value string

@@ -497,4 +497,16 @@ func runLin(t *testing.T, name string, s uint64, rng *rand.Rand, c *cluster, gs 
 	if len(ops)-openEnded < len(ops)/2 || fs.total() == 0 {
 		t.Errorf("too few completed operations (%d of %d) or no faults (%d): the run proved little", len(ops)-openEnded, len(ops), fs.total())
 	}
+	// A read that failed is left out of the history: if most did, what
+	// is checked is mostly writes, and a system that fails its reads
+	// would pass.
+	reads := 0
+	for _, op := range ops {
+		if r, ok := op.in.(interface{ read() bool }); ok && r.read() {
+			reads++
+		}
+	}
+	if reads == 0 || dropped > reads {
+		t.Errorf("%d reads checked and %d dropped (failed): the run proved little about reads", reads, dropped)
+	}
 }
