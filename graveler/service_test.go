@@ -859,3 +859,27 @@ func TestMergeCrissCross(t *testing.T) {
 		}
 	}
 }
+
+// TestBranchAndTagNamesDoNotClash: a ref names a branch before a tag of
+// the same name, so a branch named like a tag would hide it from every
+// read: creating either where the other's name exists is refused.
+func TestBranchAndTagNamesDoNotClash(t *testing.T) {
+	f := newFixture(t, kv.NewMemoryStore(), graveler.Config{})
+	f.set("main", "k", "release")
+	f.commit("main", "release")
+	if _, err := f.g.CreateTag(f.ctx, f.repo, "v1", "main"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.g.CreateBranch(f.ctx, f.repo, "v1", "main"); !errors.Is(err, graveler.ErrAlreadyExists) {
+		t.Fatalf("branch named like a tag: %v, want ErrAlreadyExists", err)
+	}
+	if _, err := f.g.CreateBranch(f.ctx, f.repo, "dev", "main"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.g.CreateTag(f.ctx, f.repo, "dev", "main"); !errors.Is(err, graveler.ErrAlreadyExists) {
+		t.Fatalf("tag named like a branch: %v, want ErrAlreadyExists", err)
+	}
+	f.set("main", "k", "later")
+	f.commit("main", "later")
+	f.want("v1", "k", "release")
+}
