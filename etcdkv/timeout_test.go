@@ -22,11 +22,16 @@ import (
 // stallProxy forwards TCP connections to an etcd member until frozen;
 // then it keeps every connection open and swallows whatever either side
 // sends, as a stopped member does (SIGSTOP, a hung host): the client's
-// requests are neither answered nor refused.
+// requests are neither answered nor refused. Crashed instead, it acts as
+// a member that died (kill -9): a request that arrives on an open
+// connection has the connection closed under it, and a new connection is
+// closed at once.
 type stallProxy struct {
 	ln       net.Listener
 	target   string
 	frozen   atomic.Bool
+	crashed  atomic.Bool
+	kills    atomic.Int64 // requests met by the crash
 	returned atomic.Int64 // bytes forwarded towards the client
 
 	mu    sync.Mutex
@@ -91,6 +96,10 @@ func (p *stallProxy) serve() {
 		if err != nil {
 			return
 		}
+		if p.crashed.Load() {
+			c.Close()
+			continue
+		}
 		p.track(c)
 		up, err := net.Dial("tcp", p.target)
 		if err != nil {
@@ -114,6 +123,12 @@ func (p *stallProxy) pipe(dst, src net.Conn, towardsMember bool) {
 		}
 		if p.frozen.Load() {
 			continue
+		}
+		if towardsMember && p.crashed.Load() && hasHeaders(buf[:n]) {
+			p.kills.Add(1)
+			src.Close()
+			dst.Close()
+			return
 		}
 		if !towardsMember {
 			p.returned.Add(int64(n))
