@@ -326,9 +326,12 @@ func (s *Store) read(ctx context.Context, do func(context.Context) error) error 
 // fails or is between leaders, while the caller's context is live: the
 // read can go to another member, or wait for the next leader.
 func memberFailed(ctx context.Context, err error) bool {
-	if err == nil || ctx.Err() != nil {
-		return false
-	}
+	return err != nil && ctx.Err() == nil && memberFailure(err)
+}
+
+// memberFailure reports an error of a member that failed under a request
+// or is between leaders (see memberFailed).
+func memberFailure(err error) bool {
 	return status.Code(err) == codes.Unavailable ||
 		errors.Is(err, rpctypes.ErrTimeout) || errors.Is(err, rpctypes.ErrNoLeader) || errors.Is(err, rpctypes.ErrLeaderChanged) ||
 		errors.Is(err, rpctypes.ErrGRPCNoLeader) || errors.Is(err, rpctypes.ErrGRPCLeaderChanged) || errors.Is(err, rpctypes.ErrGRPCTimeout)
@@ -1119,11 +1122,7 @@ func readErr(ctx context.Context, what string, err error) error {
 		// The caller's context is live: our own attempts ran out.
 		return fmt.Errorf("%w: etcdkv: %s: %v", kv.ErrUnavailable, what, err)
 	}
-	switch status.Code(err) {
-	case codes.Unavailable, codes.DeadlineExceeded:
-		return fmt.Errorf("%w: etcdkv: %s: %v", kv.ErrUnavailable, what, err)
-	}
-	if errors.Is(err, rpctypes.ErrTimeout) || errors.Is(err, rpctypes.ErrNoLeader) || errors.Is(err, rpctypes.ErrLeaderChanged) {
+	if status.Code(err) == codes.DeadlineExceeded || memberFailure(err) {
 		return fmt.Errorf("%w: etcdkv: %s: %v", kv.ErrUnavailable, what, err)
 	}
 	return fmt.Errorf("etcdkv: %s: %w", what, err)
