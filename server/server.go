@@ -551,24 +551,42 @@ func (s *Server) StreamLog(req *pb.StreamLogRequest, stream grpc.ServerStreaming
 		return withResource(err, "repository", req.GetRepository())
 	}
 	opts := graveler.LogOptions{FirstParent: req.GetFirstParent(), Since: timeOf(req.GetSince())}
-	batch, size := &pb.StreamLogResponse{}, 0
+	b := &batcher[*pb.Commit]{max: streamLogBatch, send: func(cs []*pb.Commit) error { return stream.Send(&pb.StreamLogResponse{Commits: cs}) }}
 	for c, err := range s.svc.Log(ctx, repo, ref, opts) {
 		if err != nil {
 			return withResource(err, "repository", req.GetRepository(), "ref", string(ref))
 		}
-		m := commitPB(repo, c)
-		batch.Commits = append(batch.Commits, m)
-		if size += proto.Size(m); len(batch.Commits) == streamLogBatch || size >= responseBytes {
-			if err := stream.Send(batch); err != nil {
-				return err
-			}
-			batch, size = &pb.StreamLogResponse{}, 0
+		if err := b.add(commitPB(repo, c)); err != nil {
+			return err
 		}
 	}
-	if len(batch.Commits) > 0 {
-		return stream.Send(batch)
+	return b.flush()
+}
+
+// batcher collects a stream's items and sends them max at a time, or as
+// soon as their encoded size reaches responseBytes; flush sends the rest.
+type batcher[T proto.Message] struct {
+	max   int
+	send  func([]T) error
+	items []T
+	size  int
+}
+
+func (b *batcher[T]) add(x T) error {
+	b.items = append(b.items, x)
+	if b.size += proto.Size(x); len(b.items) < b.max && b.size < responseBytes {
+		return nil
 	}
-	return nil
+	return b.flush()
+}
+
+func (b *batcher[T]) flush() error {
+	if len(b.items) == 0 {
+		return nil
+	}
+	items := b.items
+	b.items, b.size = nil, 0
+	return b.send(items)
 }
 
 // --- entries
@@ -815,25 +833,16 @@ func diffPage(it graveler.DiffIterator, after graveler.Key, n int) ([]*pb.Differ
 
 func streamDiff(it graveler.DiffIterator, send func([]*pb.Difference) error) error {
 	defer it.Close()
-	var batch []*pb.Difference
-	size := 0
+	b := &batcher[*pb.Difference]{max: streamDiffBatch, send: send}
 	for it.Next() {
-		d := diffPB(it.Value())
-		batch = append(batch, d)
-		if size += proto.Size(d); len(batch) == streamDiffBatch || size >= responseBytes {
-			if err := send(batch); err != nil {
-				return err
-			}
-			batch, size = nil, 0
+		if err := b.add(diffPB(it.Value())); err != nil {
+			return err
 		}
 	}
 	if err := it.Err(); err != nil {
 		return err
 	}
-	if len(batch) > 0 {
-		return send(batch)
-	}
-	return nil
+	return b.flush()
 }
 
 func (s *Server) diffArgs(repository, left, right string) (graveler.RepositoryID, graveler.Ref, graveler.Ref, error) {
@@ -1021,7 +1030,7 @@ func (s *Server) DumpRefs(req *pb.DumpRefsRequest, stream grpc.ServerStreamingSe
 	if err != nil {
 		return withResource(err, "repository", req.GetRepository())
 	}
-	batch, size := &pb.DumpRefsResponse{}, 0
+	b := &batcher[*pb.RefsRecord]{max: streamRefsBatch, send: func(rs []*pb.RefsRecord) error { return stream.Send(&pb.DumpRefsResponse{Records: rs}) }}
 	for r, err := range s.svc.DumpRefs(stream.Context(), repo) {
 		if err != nil {
 			return withResource(err, "repository", req.GetRepository())
@@ -1037,18 +1046,11 @@ func (s *Server) DumpRefs(req *pb.DumpRefsRequest, stream grpc.ServerStreamingSe
 		default:
 			continue
 		}
-		batch.Records = append(batch.Records, rec)
-		if size += proto.Size(rec); len(batch.Records) == streamRefsBatch || size >= responseBytes {
-			if err := stream.Send(batch); err != nil {
-				return err
-			}
-			batch, size = &pb.DumpRefsResponse{}, 0
+		if err := b.add(rec); err != nil {
+			return err
 		}
 	}
-	if len(batch.Records) > 0 {
-		return stream.Send(batch)
-	}
-	return nil
+	return b.flush()
 }
 
 func refsRecordFromPB(r *pb.RefsRecord) (*graveler.RefsRecord, error) {
