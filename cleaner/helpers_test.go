@@ -255,12 +255,18 @@ func etcdEntries(t testing.TB, cli *clientv3.Client, root string) []rawEntry {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := make([]rawEntry, len(resp.Kvs))
-	for i, e := range resp.Kvs {
-		out[i] = rawEntry{Key: "?" + string(e.Key), Value: e.Value}
-		if part, key, ok := s.ParseRawKey(e.Key); ok {
-			out[i].Key = string(part) + "/" + string(key)
+	out := make([]rawEntry, 0, len(resp.Kvs))
+	for _, e := range resp.Kvs {
+		if strings.HasPrefix(string(e.Key), etcdkv.FenceRoot(s.Prefix())) {
+			// A running store's write fence: no repository's, and gone
+			// with its lease.
+			continue
 		}
+		r := rawEntry{Key: "?" + string(e.Key), Value: e.Value}
+		if part, key, ok := s.ParseRawKey(e.Key); ok {
+			r.Key = string(part) + "/" + string(key)
+		}
+		out = append(out, r)
 	}
 	return out
 }

@@ -194,6 +194,8 @@ func TestLayoutOnEtcd(t *testing.T) {
 		}
 		want = append(want, etcdkv.DefaultPrefix+"/"+etcdkv.PartitionElement([]byte(p))+"/"+key)
 	}
+	// And the store's write fence, outside every partition.
+	want = append(want, store.FenceKey())
 	resp, err := srv.Client.Get(ctx, etcdkv.DefaultPrefix+"/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
 		t.Fatal(err)

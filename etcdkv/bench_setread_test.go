@@ -86,8 +86,9 @@ func BenchmarkDelete(b *testing.B) {
 }
 
 // BenchmarkGuardCost prices the guard of unconditional writes in raw etcd
-// calls: a bare Put, the same put as a Txn with no compare, and as a Txn
-// guarded by "ModRevision < bound+1" as the store sends it.
+// calls: a bare Put, the same put as a Txn with no compare, as a Txn
+// guarded by "ModRevision < bound+1", and with the write fence's compare
+// as well, as the store sends it.
 func BenchmarkGuardCost(b *testing.B) {
 	srv, _ := benchSetup(b)
 	cli, ctx := srv.Client, context.Background()
@@ -116,6 +117,24 @@ func BenchmarkGuardCost(b *testing.B) {
 			r, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(k), "<", bound+1)).Then(clientv3.OpPut(k, string(benchVal))).Commit()
 			if err != nil || !r.Succeeded {
 				b.Fatalf("guarded put: %v", err)
+			}
+			bound = r.Header.Revision
+		}
+	})
+	// And with the write fence's compare, as every store attempt now is.
+	b.Run("fenced-txn", func(b *testing.B) {
+		fence := "/graveler/!fence/bench"
+		f, err := cli.Put(ctx, fence, "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		rev, bound := f.Header.Revision, f.Header.Revision
+		for i := 0; b.Loop(); i++ {
+			k := fmt.Sprintf("/graveler/bench/gf%09d", i)
+			r, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(k), "<", bound+1), clientv3.Compare(clientv3.ModRevision(fence), "=", rev)).
+				Then(clientv3.OpPut(k, string(benchVal))).Else(clientv3.OpGet(fence, clientv3.WithKeysOnly())).Commit()
+			if err != nil || !r.Succeeded {
+				b.Fatalf("fenced put: %v", err)
 			}
 			bound = r.Header.Revision
 		}

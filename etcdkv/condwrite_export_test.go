@@ -50,5 +50,5 @@ func (s *Store) SetAndReadUnlessTxnForTest(ctx context.Context, absent []kv.KeyR
 	if err != nil {
 		return nil, err
 	}
-	return w.txn(ctx, s.cli, bound), nil
+	return s.blindTxnForTest(ctx, w, bound), nil
 }

@@ -56,10 +56,22 @@
 // with a fresher bound. Ten failures in a row (keys written without pause
 // by others) give ErrContended, a kv.ErrUnavailable: nothing applied.
 // The guard cannot see deletions, since etcd compares a missing key as
-// revision 0: an attempt of Set or SetAndRead abandoned before a later
-// Delete of its key can still re-create the key after that Delete, as
-// can a SetIf guarded by kv.Absent. SetIf and DeleteIf guarded by a
-// version cannot: that version is gone.
+// revision 0, nor protect a write whose caller gave up while its key
+// stayed put. So every write attempt also carries the store's write
+// fence (fence.go): a compare on a key of the store's own,
+// <root>/!fence/<id>, on a lease, which the store moves whenever an
+// attempt's outcome is unknown, before it re-sends, settles or answers.
+// An attempt held by a stopped member then applies before that move or
+// never: a deleted key is not re-created by an attempt abandoned before
+// the delete, and a write whose caller gave up (answered ambiguous) does
+// not take effect afterwards. A dead process's attempts are fenced when
+// its lease expires (30s). The fence costs one compare per write and
+// nothing else until an answer is lost. What it cannot cover: a move that
+// fails (etcd unreachable) is retried before the store's next write,
+// which is not sent until it succeeds; and while etcd is out of space the
+// fence key may be impossible to create, so a delete (the only write
+// etcd then accepts) whose answer is lost is not fenced; partition drops
+// are plain range deletes of partitions nobody writes again, not fenced.
 //
 // Ambiguous writes: when a write fails after it may have reached etcd (a
 // timeout, a lost leader, a broken connection), the store settles the

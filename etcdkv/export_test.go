@@ -49,13 +49,13 @@ func (s *Store) MembersOutForTest() []string { return s.members.outForTest() }
 
 // SetTxnForTest is the transaction one attempt of Set sends with bound.
 func (s *Store) SetTxnForTest(ctx context.Context, partition, key, value []byte, bound int64) clientv3.Txn {
-	return s.setWrite(s.etcdKey(partition, key), value).txn(ctx, s.cli, bound)
+	return s.blindTxnForTest(ctx, s.setWrite(s.etcdKey(partition, key), value), bound)
 }
 
 // DeleteTxnForTest is the transaction one attempt of Delete sends with
 // bound.
 func (s *Store) DeleteTxnForTest(ctx context.Context, partition, key []byte, bound int64) clientv3.Txn {
-	return s.deleteWrite(s.etcdKey(partition, key)).txn(ctx, s.cli, bound)
+	return s.blindTxnForTest(ctx, s.deleteWrite(s.etcdKey(partition, key)), bound)
 }
 
 // SetAndReadTxnForTest is the transaction one attempt of SetAndRead sends
@@ -65,7 +65,7 @@ func (s *Store) SetAndReadTxnForTest(ctx context.Context, writes []kv.Write, rea
 	if err != nil {
 		return nil, err
 	}
-	return w.txn(ctx, s.cli, bound), nil
+	return s.blindTxnForTest(ctx, w, bound), nil
 }
 
 // SetBeforeBlindAttemptForTest runs f after each attempt of an
@@ -75,3 +75,29 @@ func SetBeforeBlindAttemptForTest(f func()) (restore func()) {
 	beforeBlindAttempt = f
 	return func() { beforeBlindAttempt = nil }
 }
+
+// blindTxnForTest is the transaction one attempt of w sends with bound,
+// with the store's fence as it stands.
+func (s *Store) blindTxnForTest(ctx context.Context, w blindWrite, bound int64) clientv3.Txn {
+	rev, err := s.fenceFor(ctx)
+	if err != nil {
+		panic(err)
+	}
+	els := append(w.orElse[:len(w.orElse):len(w.orElse)], s.fence.read())
+	return s.cli.Txn(ctx).If(append(w.cmps(bound), s.fence.cmp(rev))...).Then(w.ops...).Else(els...)
+}
+
+// SetBeforeFencedSendForTest runs f after each write attempt has read its
+// fence revision and before it is sent, until the returned function
+// restores the default.
+func SetBeforeFencedSendForTest(f func(rev int64)) (restore func()) {
+	beforeFencedSend = f
+	return func() { beforeFencedSend = nil }
+}
+
+// FenceOffForTest is what the store does when an attempt that carried
+// fence revision rev loses its answer.
+func (s *Store) FenceOffForTest(ctx context.Context, rev int64) { s.fenceOff(ctx, rev) }
+
+// FenceRevForTest is the fence revision the store's next attempt carries.
+func (s *Store) FenceRevForTest(ctx context.Context) (int64, error) { return s.fenceFor(ctx) }

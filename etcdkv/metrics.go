@@ -41,6 +41,10 @@ var (
 		Name: "graveler_kv_read_resends_total",
 		Help: "Reads sent again after the member serving them failed or was between leaders (a broken connection, no leader).",
 	})
+	fenceMoves = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "graveler_kv_fence_moves_total",
+		Help: "Moves of the store's write fence after a write attempt's answer was lost, so that the attempt cannot apply later.",
+	})
 	membersOut = promauto.NewGauge(prometheus.GaugeOpts{
 		Name: "graveler_kv_etcd_members_out",
 		Help: "etcd endpoints taken out of the client's rotation because the member stopped answering (put back once it answers).",

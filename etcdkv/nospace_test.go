@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"graveler/etcdkv"
 	"graveler/etcdkv/embedded"
@@ -120,9 +121,26 @@ func TestNoSpace(t *testing.T) {
 	if err := s.DeleteIf(ctx, part, []byte("fill-00001"), pred); err != nil {
 		t.Fatalf("delete-if under NOSPACE: %v", err)
 	}
+	// A store that never wrote before the alarm (a cleaner just started)
+	// cannot create its write fence (a put, and a lease grant, cost
+	// quota); its deletes still work and its puts are refused as such.
+	fresh := etcdkvtest.NewStoreOn(t, srv, etcdkv.Config{})
+	if err := fresh.Delete(ctx, part, []byte("fill-00002")); err != nil {
+		t.Fatalf("a fresh store's delete under NOSPACE: %v", err)
+	}
+	_, pred, err = fresh.Get(ctx, part, []byte("fill-00003"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fresh.DeleteIf(ctx, part, []byte("fill-00003"), pred); err != nil {
+		t.Fatalf("a fresh store's delete-if under NOSPACE: %v", err)
+	}
+	if err := fresh.Set(ctx, other, []byte("new"), []byte("x")); !errors.Is(err, kv.ErrQuotaExceeded) || errors.Is(err, kv.ErrUnavailable) {
+		t.Fatalf("a fresh store's write under NOSPACE: %v, want kv.ErrQuotaExceeded only", err)
+	}
 	dropped, err := s.DropPartition(ctx, part)
-	if err != nil || dropped != int64(n-2) {
-		t.Fatalf("drop under NOSPACE: %d keys, %v; want %d", dropped, err, n-2)
+	if err != nil || dropped != int64(n-4) {
+		t.Fatalf("drop under NOSPACE: %d keys, %v; want %d", dropped, err, n-4)
 	}
 
 	// Deleting alone does not end the alarm.
@@ -137,6 +155,16 @@ func TestNoSpace(t *testing.T) {
 	}
 	if err := s.SetIf(ctx, other, []byte("kept"), []byte("v2"), kept); err != nil {
 		t.Fatalf("compare-and-swap after the alarm was disarmed: %v", err)
+	}
+	if err := fresh.Set(ctx, other, []byte("new2"), []byte("x")); err != nil {
+		t.Fatalf("the fresh store's write after the alarm was disarmed: %v", err)
+	}
+	time.Sleep(time.Second) // creating the fence is tried at most once a second
+	if err := fresh.Set(ctx, other, []byte("new2"), []byte("y")); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := srv.Client.Get(ctx, fresh.FenceKey()); err != nil || resp.Count != 1 {
+		t.Fatalf("once there is space again the fresh store's fence key exists: %v, %v", resp, err)
 	}
 }
 

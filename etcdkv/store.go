@@ -138,6 +138,9 @@ type Store struct {
 	// members takes members that stop answering out of the endpoints (nil
 	// with a single endpoint or a client the store did not dial).
 	members *memberGuard
+	// fence keeps write attempts whose answers were lost from applying
+	// later (fence.go).
+	fence *fence
 }
 
 var (
@@ -187,7 +190,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("etcdkv: dial %v: %w", cfg.Endpoints, err)
 	}
-	s := &Store{cli: cli, ownsCli: true, cfg: cfg}
+	s := &Store{cli: cli, ownsCli: true, cfg: cfg, fence: newFence(cfg.Prefix)}
 	if len(cfg.Endpoints) > 1 {
 		s.members = newMemberGuard(cli, cfg)
 	}
@@ -199,7 +202,7 @@ func NewFromClient(cli *clientv3.Client, cfg Config) (*Store, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	return &Store{cli: cli, cfg: cfg}, nil
+	return &Store{cli: cli, cfg: cfg, fence: newFence(cfg.Prefix)}, nil
 }
 
 // Client returns the underlying etcd client (for health checks and
@@ -229,6 +232,7 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.members.close()
+	s.closeFence()
 	if s.ownsCli {
 		return s.cli.Close()
 	}
@@ -526,9 +530,9 @@ type blindWrite struct {
 	orElse []clientv3.Op
 }
 
-// txn is one attempt of w sent with bound.
-func (w blindWrite) txn(ctx context.Context, cli *clientv3.Client, bound int64) clientv3.Txn {
-	cmps := make([]clientv3.Cmp, 0, len(w.keys)+len(w.absent))
+// cmps are the guards of one attempt of w sent with bound.
+func (w blindWrite) cmps(bound int64) []clientv3.Cmp {
+	cmps := make([]clientv3.Cmp, 0, len(w.keys)+len(w.absent)+1)
 	for _, k := range w.keys {
 		// etcd compares have no "<=".
 		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k), "<", bound+1))
@@ -536,11 +540,7 @@ func (w blindWrite) txn(ctx context.Context, cli *clientv3.Client, bound int64) 
 	for _, k := range w.absent {
 		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(k), "=", 0))
 	}
-	txn := cli.Txn(ctx).If(cmps...).Then(w.ops...)
-	if len(w.absent) > 0 {
-		txn = txn.Else(w.orElse...)
-	}
-	return txn
+	return cmps
 }
 
 // absentFound reports whether the failed attempt resp found a key of
@@ -586,7 +586,7 @@ func (s *Store) blindRound(ctx context.Context, w blindWrite, sent *int64) (*cli
 		if beforeBlindAttempt != nil {
 			beforeBlindAttempt()
 		}
-		resp, err := w.txn(ctx, s.cli, bound).Commit()
+		resp, err := s.send(ctx, w.cmps(bound), w.ops, w.orElse)
 		if err != nil {
 			return nil, err
 		}
@@ -765,7 +765,7 @@ func (s *Store) casWrite(ctx context.Context, what string, cmps []clientv3.Cmp, 
 	var resp *clientv3.TxnResponse
 	err := s.write(ctx, func(c context.Context) error {
 		var err error
-		resp, err = s.cli.Txn(c).If(cmps...).Then(ops...).Commit()
+		resp, err = s.send(c, cmps, ops, nil)
 		return err
 	})
 	if err == nil {
@@ -811,7 +811,7 @@ func (s *Store) settleTxn(ctx context.Context, what, k string, cmps []clientv3.C
 				return applied, rev, nil
 			}
 		}
-		resp, err := s.cli.Txn(c).If(cmps...).Then(ops...).Else(clientv3.OpGet(k)).Commit()
+		resp, err := s.send(c, cmps, ops, []clientv3.Op{clientv3.OpGet(k)})
 		if err != nil {
 			return undecided, 0, err
 		}
@@ -1080,6 +1080,9 @@ func maybeApplied(ctx context.Context, err error) bool {
 		errors.Is(err, rpctypes.ErrTooManyOps) || errors.Is(err, rpctypes.ErrGRPCTooManyOps) ||
 		errors.Is(err, rpctypes.ErrPermissionDenied) || errors.Is(err, rpctypes.ErrAuthFailed) ||
 		errors.Is(err, rpctypes.ErrInvalidAuthToken) {
+		return false
+	}
+	if errors.Is(err, errNotSent) {
 		return false
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {

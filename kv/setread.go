@@ -20,8 +20,9 @@ type Write struct {
 }
 
 // MaxSetAndReadOps bounds the writes plus reads of one SetAndRead: etcd's
-// default --max-txn-ops.
-const MaxSetAndReadOps = 128
+// default --max-txn-ops, less one for the compare (and the Else read)
+// that the etcd store adds to every write for its write fence.
+const MaxSetAndReadOps = 127
 
 // SetReader is an optional ability: write keys, then read others, in one
 // round trip. Every read observes the store at an instant no earlier than

@@ -110,6 +110,11 @@ func TestOnce(t *testing.T) {
 	if err := m.DeleteRepository(ctx, "doomed"); err != nil {
 		t.Fatal(err)
 	}
+	// Closed, the store ends its write fence's lease, which deletes the
+	// fence key: afterwards nothing at all is left under the prefix.
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
 	env := map[string]string{
 		"GRAVELER_ETCD_ENDPOINTS": strings.Join(srv.Endpoints(), ","),
 		"GRAVELER_ETCD_PREFIX":    prefix,

@@ -82,6 +82,11 @@ func testSetAndRead(t *testing.T, s kv.Store) {
 	if _, err := kv.SetAndRead(ctx, s, lots[:kv.MaxSetAndReadOps-1], reads[:1]); err != nil {
 		t.Fatalf("%d operations: %v", kv.MaxSetAndReadOps, err)
 	}
+	// All writes, the most compares a store sends (on etcd one guard per
+	// written key, plus the store's own).
+	if _, err := kv.SetAndRead(ctx, s, lots, nil); err != nil {
+		t.Fatalf("%d writes: %v", kv.MaxSetAndReadOps, err)
+	}
 	if _, err := kv.SetAndRead(ctx, s, lots, reads[:1]); !errors.Is(err, kv.ErrTooManyOps) {
 		t.Fatalf("%d operations: want ErrTooManyOps, got %v", kv.MaxSetAndReadOps+1, err)
 	}
