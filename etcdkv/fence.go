@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -14,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"graveler/internal/ctxtime"
 	"graveler/kv"
 )
 
@@ -85,6 +87,16 @@ type fence struct {
 	// the store closed).
 	leaseLost chan struct{}
 	stopKeep  context.CancelFunc
+
+	// pending is a revision an attempt with an unknown outcome carried,
+	// left by a fenceOff that could not take the lock in time: the next
+	// fenceFor moves the fence past it first (0: none).
+	pending atomic.Int64
+	// closed is set by Close: no lease is granted afterwards.
+	closed atomic.Bool
+	// life ends every keep-alive when the store closes.
+	life    context.Context
+	endLife context.CancelFunc
 }
 
 // FenceRoot is where the fence keys of stores with root prefix live:
@@ -97,7 +109,8 @@ func (s *Store) FenceKey() string { return s.fence.key }
 func newFence(prefix string) *fence {
 	var id [8]byte
 	_, _ = rand.Read(id[:])
-	return &fence{key: FenceRoot(prefix) + hex.EncodeToString(id[:]), lock: make(chan struct{}, 1)}
+	life, end := context.WithCancel(context.Background())
+	return &fence{key: FenceRoot(prefix) + hex.EncodeToString(id[:]), lock: make(chan struct{}, 1), life: life, endLife: end}
 }
 
 func (f *fence) acquire(ctx context.Context) error {
@@ -139,6 +152,9 @@ func (s *Store) fenceFor(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("%w: %w", errNotSent, err)
 	}
 	defer f.release()
+	if p := f.pending.Swap(0); p != 0 && p == f.rev {
+		f.stale = true
+	}
 	if f.rev > 0 && !f.stale || f.rev == fenceMissing && !f.stale && time.Since(f.missingAt) < time.Second {
 		return f.rev, nil
 	}
@@ -160,7 +176,20 @@ func (s *Store) fenceFor(ctx context.Context) (int64, error) {
 // with a lease kept alive until Close. Under NOSPACE the fence is
 // fenceMissing until a later attempt can create it.
 func (s *Store) createFenceLocked(ctx context.Context) error {
+	err := s.createFenceOnce(ctx)
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		// The lease ended on the server before its keep-alive told us
+		// (it learns at its next renewal): grant another.
+		err = s.createFenceOnce(ctx)
+	}
+	return err
+}
+
+func (s *Store) createFenceOnce(ctx context.Context) error {
 	f := s.fence
+	if f.closed.Load() {
+		return kv.ErrClosed
+	}
 	if f.lease != 0 {
 		select {
 		case <-f.leaseLost:
@@ -179,7 +208,7 @@ func (s *Store) createFenceLocked(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("grant a lease: %w", err)
 		}
-		kctx, stop := context.WithCancel(context.Background())
+		kctx, stop := context.WithCancel(f.life)
 		ch, err := s.cli.KeepAlive(kctx, lr.ID)
 		if err != nil {
 			stop()
@@ -258,14 +287,19 @@ func (s *Store) moveFenceLocked(ctx context.Context) error {
 // fenceOff moves the fence past rev, which an attempt whose outcome is
 // unknown carried, unless it moved since. It waits for that even when
 // ctx has ended (the caller gave up: its attempt must not apply later),
-// for at most the request timeout. When the move fails the fence stays
-// pending and the next send moves it first.
+// for at most twice the request timeout, in attempts of half of it: the
+// member that lost the answer may be stopped and get the move too, so
+// the members are checked first (a stopped one is taken out of the
+// rotation) and a move that runs out is sent again. When every move
+// fails the fence stays pending and the next send moves it first.
 func (s *Store) fenceOff(ctx context.Context, rev int64) {
-	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.fenceTimeout())
+	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*s.fenceTimeout())
 	defer cancel()
+	s.members.suspect()
 	f := s.fence
 	if err := f.acquire(c); err != nil {
-		s.fencePending(rev, err)
+		f.pending.Store(rev)
+		s.fenceNotMoved(rev, err)
 		return
 	}
 	defer f.release()
@@ -273,16 +307,22 @@ func (s *Store) fenceOff(ctx context.Context, rev int64) {
 		return
 	}
 	f.stale = true
-	if err := s.moveFenceLocked(c); err != nil {
-		s.fencePending(rev, err)
+	for {
+		a, acancel := context.WithTimeout(c, max(s.fenceTimeout()/2, 100*time.Millisecond))
+		err := s.moveFenceLocked(a)
+		acancel()
+		if err == nil || errors.Is(err, kv.ErrClosed) {
+			return
+		}
+		if !ctxtime.Sleep(c, 20*time.Millisecond) {
+			s.fenceNotMoved(rev, err)
+			return
+		}
 	}
 }
 
-func (s *Store) fencePending(rev int64, err error) {
+func (s *Store) fenceNotMoved(rev int64, err error) {
 	s.cfg.Logger.Warn("could not fence a write attempt whose answer was lost; the store's next write fences it first", zap.Int64("fence_revision", rev), zap.Error(err))
-	if rev == s.fence.rev {
-		s.fence.stale = true
-	}
 }
 
 func (s *Store) fenceTimeout() time.Duration {
@@ -292,10 +332,14 @@ func (s *Store) fenceTimeout() time.Duration {
 	return s.cfg.SettleTimeout
 }
 
-// closeFence ends the lease, which deletes the fence key.
+// closeFence ends the fence: keep-alives stop at once, and the lease is
+// revoked (which deletes the key) unless a move holds the fence past the
+// request timeout; the lease then expires by itself within fenceTTL.
 func (s *Store) closeFence() {
 	f := s.fence
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	f.closed.Store(true)
+	f.endLife()
+	ctx, cancel := context.WithTimeout(context.Background(), s.fenceTimeout()+time.Second)
 	defer cancel()
 	if f.acquire(ctx) != nil {
 		return
@@ -304,7 +348,6 @@ func (s *Store) closeFence() {
 	if f.lease == 0 {
 		return
 	}
-	f.stopKeep()
 	_, _ = s.cli.Revoke(ctx, f.lease)
 	f.lease = 0
 }

@@ -3,7 +3,15 @@ package etcdkv_test
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	"graveler/etcdkv"
 	"graveler/etcdkv/etcdkvtest"
@@ -129,5 +137,229 @@ func TestFenceFoundMoved(t *testing.T) {
 				t.Fatalf("fence key after the move: %v, %v; want it present, on a lease", resp, err)
 			}
 		})
+	}
+}
+
+// multiHolder is holder (held_test.go) for several targets: the first write transaction
+// whose Success ops touch a key containing each target is kept (each
+// target once) and its caller waits until its context ends.
+type multiHolder struct {
+	mu      sync.Mutex
+	targets []string
+	held    map[string]*etcdserverpb.TxnRequest
+}
+
+func (h *multiHolder) arm(targets ...string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.targets, h.held = targets, map[string]*etcdserverpb.TxnRequest{}
+}
+
+func (h *multiHolder) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if tr, ok := req.(*etcdserverpb.TxnRequest); ok && h.take(tr) {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+func (h *multiHolder) take(tr *etcdserverpb.TxnRequest) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, op := range tr.Success {
+		var key []byte
+		switch {
+		case op.GetRequestPut() != nil:
+			key = op.GetRequestPut().Key
+		case op.GetRequestDeleteRange() != nil:
+			key = op.GetRequestDeleteRange().Key
+		}
+		for _, target := range h.targets {
+			if _, done := h.held[target]; !done && strings.Contains(string(key), target) {
+				h.held[target] = proto.Clone(tr).(*etcdserverpb.TxnRequest)
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (h *multiHolder) wasHeld(target string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.held[target] != nil
+}
+
+func (h *multiHolder) deliver(t *testing.T, srv *etcdkvtest.Server, target string) bool {
+	t.Helper()
+	h.mu.Lock()
+	held := h.held[target]
+	h.mu.Unlock()
+	if held == nil {
+		t.Fatalf("no write attempt on %q was held", target)
+	}
+	resp, err := etcdserverpb.NewKVClient(srv.Client.ActiveConnection()).Txn(t.Context(), held)
+	if err != nil {
+		t.Fatalf("delivering the held attempt: %v", err)
+	}
+	return resp.Succeeded
+}
+
+func heldStore(t *testing.T, srv *etcdkvtest.Server, h *multiHolder, cfg etcdkv.Config) (*etcdkv.Store, *clientv3.Client) {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: srv.Endpoints(), DialTimeout: 5 * time.Second,
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(h.intercept)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	s, err := etcdkv.NewFromClient(cli, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, cli
+}
+
+// TestFenceLeaseEndedOnServer: the fence's lease ends on the server
+// (expired while the process was paused, or revoked) before the client's
+// keep-alive learns of it (at its next renewal, up to a third of the TTL
+// later). The next write finds the fence key gone and creates it again:
+// on a new lease, not on the dead one, and the write succeeds.
+func TestFenceLeaseEndedOnServer(t *testing.T) {
+	srv := etcdkvtest.NewServer(t)
+	s := etcdkvtest.NewStoreOn(t, srv, etcdkv.Config{})
+	ctx := t.Context()
+	part := []byte("p")
+	if err := s.Set(ctx, part, []byte("k"), []byte("v0")); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := srv.Client.Get(ctx, s.FenceKey())
+	if err != nil || resp.Count != 1 {
+		t.Fatalf("fence key: %v, %v", resp, err)
+	}
+	if _, err := srv.Client.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Set(ctx, part, []byte("k"), []byte("v1")); err != nil {
+		t.Fatalf("Set after the fence's lease ended on the server: %v", err)
+	}
+	if resp, err := srv.Client.Get(ctx, s.FenceKey()); err != nil || resp.Count != 1 || resp.Kvs[0].Lease == 0 {
+		t.Fatalf("fence key after the write: %v, %v; want it on a new lease", resp, err)
+	}
+}
+
+// TestCloseEndsFenceLease: Close ends the fence's lease, which deletes the
+// key, even when a write is between its checks and its first attempt
+// (it must not grant a lease after Close), or a fence move holds the
+// fence while Close runs (Close waits for it, then revokes).
+func TestCloseEndsFenceLease(t *testing.T) {
+	srv := etcdkvtest.NewServer(t)
+	ctx := t.Context()
+	part := []byte("p")
+	gone := func(t *testing.T, s *etcdkv.Store) {
+		t.Helper()
+		resp, err := srv.Client.Get(ctx, s.FenceKey())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Count != 0 {
+			t.Errorf("after Close the fence key exists, on lease %x", resp.Kvs[0].Lease)
+		}
+	}
+	t.Run("first write in flight", func(t *testing.T) {
+		cli, err := clientv3.New(clientv3.Config{Endpoints: srv.Endpoints(), DialTimeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cli.Close()
+		s, err := etcdkv.NewFromClient(cli, etcdkv.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var once sync.Once
+		restore := etcdkv.SetBeforeBlindAttemptForTest(func() { once.Do(func() { s.Close() }) })
+		_ = s.Set(ctx, part, []byte("k"), []byte("v"))
+		restore()
+		gone(t, s)
+	})
+	t.Run("close during a fence move", func(t *testing.T) {
+		h := &multiHolder{}
+		s, _ := heldStore(t, srv, h, etcdkv.Config{RequestTimeout: time.Second})
+		if err := s.Set(ctx, part, []byte("k2"), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+		rev, err := s.FenceRevForTest(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.arm("!fence")
+		done := make(chan struct{})
+		go func() { defer close(done); s.FenceOffForTest(ctx, rev) }()
+		time.Sleep(100 * time.Millisecond)
+		s.Close()
+		<-done
+		gone(t, s)
+	})
+}
+
+// TestFenceOffLockTimeout: fenceOff calls that cannot take the fence
+// within their time (another move holds it, stalled) leave their
+// revision pending, and the store's next write moves the fence first.
+// Run with -race: the pending revision is shared without the lock.
+func TestFenceOffLockTimeout(t *testing.T) {
+	srv := etcdkvtest.NewServer(t)
+	h := &multiHolder{}
+	s, _ := heldStore(t, srv, h, etcdkv.Config{RequestTimeout: 300 * time.Millisecond})
+	ctx := t.Context()
+	if err := s.Set(ctx, []byte("p"), []byte("k"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	rev, err := s.FenceRevForTest(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.arm("!fence") // the first move is held for its whole time
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() { s.FenceOffForTest(ctx, rev) })
+	}
+	wg.Wait()
+	if err := s.Set(ctx, []byte("p"), []byte("k"), []byte("v2")); err != nil {
+		t.Fatal(err)
+	}
+	if now, err := s.FenceRevForTest(ctx); err != nil || now == rev {
+		t.Fatalf("fence at %d after a lost answer at %d (%v)", now, rev, err)
+	}
+}
+
+// TestFenceMoveSentAgain: a member stops holding a SetIf whose caller gave
+// up, and the fence move that follows goes to that member too (the
+// balancer still has it in rotation). The move is sent again, elsewhere,
+// before the caller is answered; the held attempt then never applies.
+func TestFenceMoveSentAgain(t *testing.T) {
+	srv := etcdkvtest.NewServer(t)
+	h := &multiHolder{}
+	s, _ := heldStore(t, srv, h, etcdkv.Config{RequestTimeout: 300 * time.Millisecond})
+	ctx := t.Context()
+	part := []byte("once")
+	if err := s.Set(ctx, part, []byte("k"), []byte("v0")); err != nil {
+		t.Fatal(err)
+	}
+	_, p, err := s.Get(ctx, part, []byte("k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.arm("once/k", "!fence")
+	c, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if err := s.SetIf(c, part, []byte("k"), []byte("v1"), p); err == nil {
+		t.Fatal("SetIf succeeded although its attempt was held")
+	}
+	if !h.wasHeld("!fence") {
+		t.Fatal("no fence move was held: the ordering under test did not happen")
+	}
+	if h.deliver(t, srv, "once/k") {
+		v, _, _ := s.Get(ctx, part, []byte("k"))
+		t.Errorf("the held attempt applied after its caller was answered (key now %q)", v)
 	}
 }

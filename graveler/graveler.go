@@ -464,13 +464,6 @@ func (g *Graveler) CreateBranch(ctx context.Context, repoID RepositoryID, branch
 	if err := ValidateBranchID(branch); err != nil {
 		return nil, err
 	}
-	// A ref names the branch before a tag of the same name: the branch
-	// would hide the tag from every read, reset and revert.
-	if _, err := g.refs.GetTag(ctx, repo, TagID(branch)); err == nil {
-		return nil, fmt.Errorf("%w: branch %s: a tag of that name exists, which the branch would hide", ErrAlreadyExists, branch)
-	} else if !errors.Is(err, ErrNotFound) {
-		return nil, err
-	}
 	res, err := g.resolve(ctx, repo, source)
 	if err != nil {
 		return nil, err
@@ -527,11 +520,6 @@ func (g *Graveler) CreateTag(ctx context.Context, repoID RepositoryID, tag TagID
 		return "", err
 	}
 	if err := ValidateTagID(tag); err != nil {
-		return "", err
-	}
-	if _, err := g.refs.GetBranch(ctx, repo, BranchID(tag)); err == nil {
-		return "", fmt.Errorf("%w: tag %s: a branch of that name exists, which would hide the tag", ErrAlreadyExists, tag)
-	} else if !errors.Is(err, ErrNotFound) {
 		return "", err
 	}
 	res, err := g.resolve(ctx, repo, ref)

@@ -104,8 +104,15 @@ func (m *Manager) createBranch(ctx context.Context, part []byte, repo graveler.R
 	if err != nil {
 		return err
 	}
-	err = m.store.SetIf(ctx, part, keys.Branch(string(id)), data, kv.Absent)
+	// A ref names the branch before a tag of the same name, so the branch
+	// would hide the tag from every read: the tag must be missing, in the
+	// same step that creates the branch (CreateTag requires the reverse).
+	tag := []kv.KeyRef{{Partition: part, Key: keys.Tag(string(id))}}
+	err = kv.SetIfWith(ctx, m.store, part, keys.Branch(string(id)), data, kv.Absent, tag, nil)
 	if errors.Is(err, kv.ErrPredicateFailed) {
+		if _, _, terr := m.store.Get(ctx, part, keys.Tag(string(id))); terr == nil {
+			return fmt.Errorf("%w: branch %s: a tag of that name exists in repository %s, which the branch would hide", graveler.ErrAlreadyExists, id, repo)
+		}
 		return fmt.Errorf("%w: %s in repository %s", graveler.ErrBranchExists, id, repo)
 	}
 	if err != nil {

@@ -228,6 +228,45 @@ func (f *faultStore) DeleteIf(ctx context.Context, p, k []byte, pred kv.Predicat
 	return fmt.Errorf("%w (applied)", kv.ErrAmbiguous)
 }
 
+// The conditional writes are one operation each, as on etcd: without
+// them kv.SetIfWith and kv.DeleteIfWith fall back to several plain
+// operations, which is not the path production stores take.
+var _ kv.CondWriter = (*faultStore)(nil)
+
+func (f *faultStore) SetIfWith(ctx context.Context, p, k, v []byte, pred kv.Predicate, absent []kv.KeyRef, also []kv.Write) error {
+	err, after := f.before()
+	if err != nil {
+		return err
+	}
+	if err := kv.SetIfWith(ctx, f.Store, p, k, v, pred, absent, also); err != nil || !after {
+		return err
+	}
+	return fmt.Errorf("%w (applied)", kv.ErrAmbiguous)
+}
+
+func (f *faultStore) DeleteIfWith(ctx context.Context, p, k []byte, pred kv.Predicate, also []kv.Write) error {
+	err, after := f.before()
+	if err != nil {
+		return err
+	}
+	if err := kv.DeleteIfWith(ctx, f.Store, p, k, pred, also); err != nil || !after {
+		return err
+	}
+	return fmt.Errorf("%w (applied)", kv.ErrAmbiguous)
+}
+
+func (f *faultStore) SetAndReadUnless(ctx context.Context, absent []kv.KeyRef, writes []kv.Write, reads []kv.KeyRef) ([]kv.Entry, bool, error) {
+	err, after := f.before()
+	if err != nil {
+		return nil, false, err
+	}
+	out, ok, err := kv.SetAndReadUnless(ctx, f.Store, absent, writes, reads)
+	if err != nil || !after {
+		return out, ok, err
+	}
+	return nil, false, fmt.Errorf("%w (applied)", kv.ErrAmbiguous)
+}
+
 func (f *faultStore) Scan(ctx context.Context, p []byte, opts kv.ScanOptions) iter.Seq2[kv.Entry, error] {
 	err, _ := f.before()
 	if err != nil {

@@ -626,6 +626,53 @@ func TestInterleaveTagCreate(t *testing.T) {
 	})
 }
 
+// TestInterleaveBranchTagClash: a branch and a tag of one name are never
+// both created (the branch would hide the tag). CreateBranch's write is
+// held while a tag of that name is created, and the reverse; the held
+// create must fail with ErrAlreadyExists, and only the racer's ref exist.
+func TestInterleaveBranchTagClash(t *testing.T) {
+	forEachStore(t, func(t *testing.T, newEnv func(t *testing.T) *ienv) {
+		t.Run("branch held, tag created", func(t *testing.T) {
+			e := newEnv(t)
+			r, main, part := e.repo()
+			err := e.interleave(kvtest.Race, kvtest.OpOn(part, keys.Branch("v1"), "setif"),
+				func(ctx context.Context) error {
+					return e.m.CreateBranch(ctx, r, "v1", graveler.Branch{CommitID: main.CommitID})
+				},
+				func() {
+					if err := e.m.CreateTag(e.ctx, r, "v1", main.CommitID); err != nil {
+						t.Fatal(err)
+					}
+				})
+			if !errors.Is(err, graveler.ErrAlreadyExists) || errors.Is(err, graveler.ErrBranchExists) {
+				t.Fatalf("CreateBranch while a tag of its name was created: %v, want ErrAlreadyExists naming the tag", err)
+			}
+			wantErr(t, func() error { _, err := e.m.GetBranch(e.ctx, r, "v1"); return err }(), graveler.ErrBranchNotFound)
+			if got, err := e.m.GetTag(e.ctx, r, "v1"); err != nil || got != main.CommitID {
+				t.Fatalf("tag v1: %s, %v", got, err)
+			}
+		})
+		t.Run("tag held, branch created", func(t *testing.T) {
+			e := newEnv(t)
+			r, main, part := e.repo()
+			err := e.interleave(kvtest.Race, kvtest.OpOn(part, keys.Tag("dev"), "setif"),
+				func(ctx context.Context) error { return e.m.CreateTag(ctx, r, "dev", main.CommitID) },
+				func() {
+					if err := e.m.CreateBranch(e.ctx, r, "dev", graveler.Branch{CommitID: main.CommitID}); err != nil {
+						t.Fatal(err)
+					}
+				})
+			if !errors.Is(err, graveler.ErrAlreadyExists) || errors.Is(err, graveler.ErrTagExists) {
+				t.Fatalf("CreateTag while a branch of its name was created: %v, want ErrAlreadyExists naming the branch", err)
+			}
+			wantErr(t, func() error { _, err := e.m.GetTag(e.ctx, r, "dev"); return err }(), graveler.ErrTagNotFound)
+			if _, err := e.m.GetBranch(e.ctx, r, "dev"); err != nil {
+				t.Fatalf("branch dev: %v", err)
+			}
+		})
+	})
+}
+
 // TestInterleaveTagDelete: DeleteTag's DeleteIf. Racing: the tag is
 // deleted and created again; the new tag survives the older delete.
 func TestInterleaveTagDelete(t *testing.T) {

@@ -992,12 +992,12 @@ func testRefs(t *testing.T, newStore newStoreFunc) {
 	if res.Type != graveler.RefTypeCommit {
 		t.Fatalf("commit id type %v", res.Type)
 	}
-	// A branch shadows a tag of the same name.
-	if err := e.m.CreateBranch(ctx, r, "v1", graveler.Branch{CommitID: h["a1"]}); err != nil {
-		t.Fatal(err)
+	// A branch would shadow a tag of the same name: it is refused.
+	if err := e.m.CreateBranch(ctx, r, "v1", graveler.Branch{CommitID: h["a1"]}); !errors.Is(err, graveler.ErrAlreadyExists) || errors.Is(err, graveler.ErrBranchExists) {
+		t.Fatalf("branch named like a tag: %v, want ErrAlreadyExists", err)
 	}
-	if res := mustCommit("v1", "a1"); res.Type != graveler.RefTypeBranch {
-		t.Fatalf("v1 should now be the branch: %+v", res)
+	if res := mustCommit("v1", "b2"); res.Type != graveler.RefTypeTag {
+		t.Fatalf("v1 should still be the tag: %+v", res)
 	}
 
 	for s, want := range map[string]error{

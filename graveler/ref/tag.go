@@ -35,7 +35,8 @@ func (m *Manager) GetTag(ctx context.Context, repo *graveler.RepositoryRecord, i
 	return c, nil
 }
 
-// CreateTag creates an immutable tag, or fails with ErrTagExists.
+// CreateTag creates an immutable tag, or fails with ErrTagExists, or
+// ErrAlreadyExists when a branch of that name exists.
 func (m *Manager) CreateTag(ctx context.Context, repo *graveler.RepositoryRecord, id graveler.TagID, commitID graveler.CommitID) error {
 	part, err := repoPartition(repo)
 	if err != nil {
@@ -51,10 +52,16 @@ func (m *Manager) CreateTag(ctx context.Context, repo *graveler.RepositoryRecord
 	if err != nil {
 		return err
 	}
+	// A branch of the same name would hide the tag: it must be missing, in
+	// the same step that creates the tag (see createBranch).
+	branch := []kv.KeyRef{{Partition: part, Key: keys.Branch(string(id))}}
 	err = kv.Effect(ctx, func(ctx context.Context) error {
-		return m.store.SetIf(ctx, part, keys.Tag(string(id)), data, kv.Absent)
+		return kv.SetIfWith(ctx, m.store, part, keys.Tag(string(id)), data, kv.Absent, branch, nil)
 	})
 	if errors.Is(err, kv.ErrPredicateFailed) {
+		if _, _, berr := m.store.Get(ctx, part, keys.Branch(string(id))); berr == nil {
+			return fmt.Errorf("%w: tag %s: a branch of that name exists in repository %s, which would hide the tag", graveler.ErrAlreadyExists, id, repo.RepositoryID)
+		}
 		return fmt.Errorf("%w: %s in repository %s", graveler.ErrTagExists, id, repo.RepositoryID)
 	}
 	if err != nil {
