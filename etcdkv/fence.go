@@ -63,7 +63,11 @@ const fenceTTL = 30
 const fenceResends = 5
 
 // fenceMissing is the fence revision of attempts sent while the fence key
-// is missing and cannot be created (NOSPACE).
+// is missing and cannot be created (NOSPACE). Such an attempt is fenced
+// once the key is created, but applicable again whenever the key is
+// missing later (deleted with its lease, or moved by a delete under
+// NOSPACE): a gap limited to deletes, the only writes etcd accepts while
+// out of space, each still bound by its own guard.
 const fenceMissing = -1
 
 // errNotSent marks a write error returned before any attempt was sent:
