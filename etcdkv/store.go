@@ -511,18 +511,16 @@ func (s *Store) setAndReadWrite(writes []kv.Write, reads []kv.KeyRef) (blindWrit
 // key's ModRevision then; blindAttempts bounds these rounds.
 //
 // What the guard cannot see: a missing key has no revision (etcd compares
-// it as 0), so a put attempt abandoned before a later Delete of its key
-// can still apply after that Delete, as can a SetIf guarded by kv.Absent.
-// Callers that must stop earlier attempts write a record instead of
-// deleting (graveler's staging writes a reset record to reset a key).
+// it as 0), so the guard alone would let a put attempt abandoned before a
+// later Delete of its key apply after that Delete. The store's write
+// fence (fence.go), which every attempt also carries and which moves as
+// soon as an attempt's answer is lost, is what stops that.
 //
 // A write with absent keys (SetAndReadUnless) also requires each of them
 // to be missing. When one exists its attempt runs orElse instead, whose
 // last len(absent) operations count the absent keys, and the write ends
 // unapplied rather than being sent again: every attempt, abandoned ones
-// included, needs that key missing, so none applies while it exists
-// (once it is deleted again, an abandoned attempt can apply, as after a
-// Delete above).
+// included, needs that key missing, so none applies while it exists.
 type blindWrite struct {
 	keys   []string
 	ops    []clientv3.Op
