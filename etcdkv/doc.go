@@ -26,7 +26,10 @@
 // servers without RangeStream it falls back to paged Ranges, each bounded to
 // a window of the key space estimated to hold about 1.5 pages, so that
 // etcd's count covers the window rather than the rest of the partition
-// (RangeRequest has no field that skips the count).
+// (RangeRequest has no field that skips the count). Pages count keys, so
+// a page of large values can outgrow the largest response the client
+// accepts; such a page is read again in halves, and the scan keeps the
+// smaller page.
 //
 // A stopped member: each attempt of a request is bounded by
 // Config.RequestTimeout (each chunk of a scan, each page or chunk of a

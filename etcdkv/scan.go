@@ -11,6 +11,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -219,6 +220,14 @@ func (s *Store) rangePaged(ctx context.Context, from, end string, keysOnly bool,
 			resp, err = s.cli.Get(c, from, opts...)
 			return err
 		})
+		if status.Code(err) == codes.ResourceExhausted && page > 1 && ctx.Err() == nil {
+			// The page is larger than the client accepts (pages count
+			// keys, and values reach kv.DefaultLimits' megabyte): read it
+			// again in halves, and keep the smaller page for the rest.
+			page /= 2
+			s.cfg.Logger.Info("paged scan: a page exceeded the largest response the client accepts; reading smaller pages", zap.Int("page_keys", page), zap.Error(err))
+			continue
+		}
 		if err != nil {
 			return err
 		}
