@@ -3,15 +3,11 @@ package etcdkv_test
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/protobuf/proto"
 
 	"graveler/etcdkv"
 	"graveler/etcdkv/etcdkvtest"
@@ -25,13 +21,8 @@ import (
 // the new fence. A compare-and-swap must succeed, not be reported as a
 // lost race; a create must succeed, not be reported as finding the key.
 func TestFenceMovesUnderAnAttempt(t *testing.T) {
-	srv := etcdkvtest.NewServer(t)
-	s := etcdkvtest.NewStoreOn(t, srv, etcdkv.Config{})
-	ctx := t.Context()
-	part := []byte("p")
-	if err := s.Set(ctx, part, []byte("k"), []byte("v0")); err != nil {
-		t.Fatal(err)
-	}
+	_, s := fencedStore(t)
+	ctx, part := t.Context(), []byte("p")
 	_, pred, err := s.Get(ctx, part, []byte("k"))
 	if err != nil {
 		t.Fatal(err)
@@ -86,13 +77,8 @@ func TestFenceMovesUnderAnAttempt(t *testing.T) {
 // etcd deleted the key. Writes go on (the store adopts the key's revision
 // or creates it again), and a lost attempt is still fenced.
 func TestFenceFoundMoved(t *testing.T) {
-	srv := etcdkvtest.NewServer(t)
-	s := etcdkvtest.NewStoreOn(t, srv, etcdkv.Config{})
-	ctx := t.Context()
-	part := []byte("p")
-	if err := s.Set(ctx, part, []byte("k"), []byte("v0")); err != nil {
-		t.Fatal(err)
-	}
+	srv, s := fencedStore(t)
+	ctx, part := t.Context(), []byte("p")
 	cases := []struct {
 		name string
 		move func(t *testing.T)
@@ -140,99 +126,14 @@ func TestFenceFoundMoved(t *testing.T) {
 	}
 }
 
-// multiHolder is holder (held_test.go) for several targets: the first write transaction
-// whose Success ops touch a key containing each target is kept (each
-// target once) and its caller waits until its context ends.
-type multiHolder struct {
-	mu      sync.Mutex
-	targets []string
-	held    map[string]*etcdserverpb.TxnRequest
-}
-
-func (h *multiHolder) arm(targets ...string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.targets, h.held = targets, map[string]*etcdserverpb.TxnRequest{}
-}
-
-func (h *multiHolder) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	if tr, ok := req.(*etcdserverpb.TxnRequest); ok && h.take(tr) {
-		<-ctx.Done()
-		return ctx.Err()
-	}
-	return invoker(ctx, method, req, reply, cc, opts...)
-}
-
-func (h *multiHolder) take(tr *etcdserverpb.TxnRequest) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, op := range tr.Success {
-		var key []byte
-		switch {
-		case op.GetRequestPut() != nil:
-			key = op.GetRequestPut().Key
-		case op.GetRequestDeleteRange() != nil:
-			key = op.GetRequestDeleteRange().Key
-		}
-		for _, target := range h.targets {
-			if _, done := h.held[target]; !done && strings.Contains(string(key), target) {
-				h.held[target] = proto.Clone(tr).(*etcdserverpb.TxnRequest)
-				return true
-			}
-		}
-	}
-	return false
-}
-
-func (h *multiHolder) wasHeld(target string) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.held[target] != nil
-}
-
-func (h *multiHolder) deliver(t *testing.T, srv *etcdkvtest.Server, target string) bool {
-	t.Helper()
-	h.mu.Lock()
-	held := h.held[target]
-	h.mu.Unlock()
-	if held == nil {
-		t.Fatalf("no write attempt on %q was held", target)
-	}
-	resp, err := etcdserverpb.NewKVClient(srv.Client.ActiveConnection()).Txn(t.Context(), held)
-	if err != nil {
-		t.Fatalf("delivering the held attempt: %v", err)
-	}
-	return resp.Succeeded
-}
-
-func heldStore(t *testing.T, srv *etcdkvtest.Server, h *multiHolder, cfg etcdkv.Config) (*etcdkv.Store, *clientv3.Client) {
-	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: srv.Endpoints(), DialTimeout: 5 * time.Second,
-		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(h.intercept)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	s, err := etcdkv.NewFromClient(cli, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s, cli
-}
-
 // TestFenceLeaseEndedOnServer: the fence's lease ends on the server
 // (expired while the process was paused, or revoked) before the client's
 // keep-alive learns of it (at its next renewal, up to a third of the TTL
 // later). The next write finds the fence key gone and creates it again:
 // on a new lease, not on the dead one, and the write succeeds.
 func TestFenceLeaseEndedOnServer(t *testing.T) {
-	srv := etcdkvtest.NewServer(t)
-	s := etcdkvtest.NewStoreOn(t, srv, etcdkv.Config{})
-	ctx := t.Context()
-	part := []byte("p")
-	if err := s.Set(ctx, part, []byte("k"), []byte("v0")); err != nil {
-		t.Fatal(err)
-	}
+	srv, s := fencedStore(t)
+	ctx, part := t.Context(), []byte("p")
 	resp, err := srv.Client.Get(ctx, s.FenceKey())
 	if err != nil || resp.Count != 1 {
 		t.Fatalf("fence key: %v, %v", resp, err)
@@ -362,4 +263,16 @@ func TestFenceMoveSentAgain(t *testing.T) {
 		v, _, _ := s.Get(ctx, part, []byte("k"))
 		t.Errorf("the held attempt applied after its caller was answered (key now %q)", v)
 	}
+}
+
+// fencedStore is a store on a fresh etcd that has written p/k = v0, and
+// so holds its fence key.
+func fencedStore(t *testing.T) (*etcdkvtest.Server, *etcdkv.Store) {
+	t.Helper()
+	srv := etcdkvtest.NewServer(t)
+	s := etcdkvtest.NewStoreOn(t, srv, etcdkv.Config{})
+	if err := s.Set(t.Context(), []byte("p"), []byte("k"), []byte("v0")); err != nil {
+		t.Fatal(err)
+	}
+	return srv, s
 }

@@ -19,25 +19,25 @@ import (
 	"graveler/kv"
 )
 
-// holder stands for a member that stops while holding a request: when
-// armed, the first write transaction that touches a key containing
-// target is kept instead of sent, and its caller waits until its context
-// ends, as it would for a member that answers nothing. The test delivers
-// the kept request later, as that member does once it resumes and
-// forwards it to the leader.
-type holder struct {
-	mu     sync.Mutex
-	target string
-	held   *etcdserverpb.TxnRequest
+// multiHolder stands for a member that stops while holding a request:
+// once armed with targets, the first write transaction that touches a
+// key containing each target is kept instead of sent (each target once),
+// and its caller waits until its context ends, as it would for a member
+// that answers nothing. The test delivers a kept request later, as that
+// member does once it resumes and forwards it to the leader.
+type multiHolder struct {
+	mu      sync.Mutex
+	targets []string
+	held    map[string]*etcdserverpb.TxnRequest
 }
 
-func (h *holder) arm(target string) {
+func (h *multiHolder) arm(targets ...string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.target, h.held = target, nil
+	h.targets, h.held = targets, map[string]*etcdserverpb.TxnRequest{}
 }
 
-func (h *holder) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+func (h *multiHolder) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	if tr, ok := req.(*etcdserverpb.TxnRequest); ok && h.take(tr) {
 		<-ctx.Done()
 		return ctx.Err()
@@ -45,12 +45,9 @@ func (h *holder) intercept(ctx context.Context, method string, req, reply any, c
 	return invoker(ctx, method, req, reply, cc, opts...)
 }
 
-func (h *holder) take(tr *etcdserverpb.TxnRequest) bool {
+func (h *multiHolder) take(tr *etcdserverpb.TxnRequest) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.target == "" {
-		return false
-	}
 	for _, op := range tr.Success {
 		var key []byte
 		switch {
@@ -59,29 +56,50 @@ func (h *holder) take(tr *etcdserverpb.TxnRequest) bool {
 		case op.GetRequestDeleteRange() != nil:
 			key = op.GetRequestDeleteRange().Key
 		}
-		if strings.Contains(string(key), h.target) {
-			h.held, h.target = proto.Clone(tr).(*etcdserverpb.TxnRequest), ""
-			return true
+		for _, target := range h.targets {
+			if _, done := h.held[target]; !done && strings.Contains(string(key), target) {
+				h.held[target] = proto.Clone(tr).(*etcdserverpb.TxnRequest)
+				return true
+			}
 		}
 	}
 	return false
 }
 
-// deliver sends the kept request to etcd as it was and reports whether
-// it applied.
-func (h *holder) deliver(t *testing.T, srv *etcdkvtest.Server) bool {
+func (h *multiHolder) wasHeld(target string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.held[target] != nil
+}
+
+func (h *multiHolder) deliver(t *testing.T, srv *etcdkvtest.Server, target string) bool {
 	t.Helper()
 	h.mu.Lock()
-	held := h.held
+	held := h.held[target]
 	h.mu.Unlock()
 	if held == nil {
-		t.Fatal("no write attempt was held: the ordering under test did not happen")
+		t.Fatalf("no write attempt on %q was held", target)
 	}
 	resp, err := etcdserverpb.NewKVClient(srv.Client.ActiveConnection()).Txn(t.Context(), held)
 	if err != nil {
 		t.Fatalf("delivering the held attempt: %v", err)
 	}
 	return resp.Succeeded
+}
+
+func heldStore(t *testing.T, srv *etcdkvtest.Server, h *multiHolder, cfg etcdkv.Config) (*etcdkv.Store, *clientv3.Client) {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: srv.Endpoints(), DialTimeout: 5 * time.Second,
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(h.intercept)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	s, err := etcdkv.NewFromClient(cli, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, cli
 }
 
 // TestHeldAttemptNeverAppliesLate: a write attempt held by a stopped
@@ -93,17 +111,8 @@ func (h *holder) deliver(t *testing.T, srv *etcdkvtest.Server) bool {
 // take effect after the caller was told it might not have.
 func TestHeldAttemptNeverAppliesLate(t *testing.T) {
 	srv := etcdkvtest.NewServer(t)
-	h := &holder{}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: srv.Endpoints(), DialTimeout: 5 * time.Second,
-		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(h.intercept)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	s, err := etcdkv.NewFromClient(cli, etcdkv.Config{RequestTimeout: 300 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := &multiHolder{}
+	s, _ := heldStore(t, srv, h, etcdkv.Config{RequestTimeout: 300 * time.Millisecond})
 	other := etcdkvtest.NewStoreOn(t, srv, etcdkv.Config{})
 	ctx := t.Context()
 
@@ -200,9 +209,10 @@ func TestHeldAttemptNeverAppliesLate(t *testing.T) {
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			f := fixture{part: fmt.Appendf(nil, "held%d", i), key: "k"}
-			h.arm(string(f.part) + "/k")
+			target := string(f.part) + "/k"
+			h.arm(target)
 			c.run(t, f)
-			if h.deliver(t, srv) {
+			if h.deliver(t, srv, target) {
 				t.Error("the held attempt applied after its caller was answered")
 			}
 			if got, _ := get(t, f); got != c.want {
