@@ -101,3 +101,12 @@ func (s *Store) FenceOffForTest(ctx context.Context, rev int64) { s.fenceOff(ctx
 
 // FenceRevForTest is the fence revision the store's next attempt carries.
 func (s *Store) FenceRevForTest(ctx context.Context) (int64, error) { return s.fenceFor(ctx) }
+
+// HoldFenceLockForTest takes the fence's lock, as a stalled move does,
+// until release is called.
+func (s *Store) HoldFenceLockForTest(ctx context.Context) (release func()) {
+	if err := s.fence.acquire(ctx); err != nil {
+		panic(err)
+	}
+	return s.fence.release
+}

@@ -156,7 +156,7 @@ func (s *Store) fenceFor(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("%w: %w", errNotSent, err)
 	}
 	defer f.release()
-	if p := f.pending.Swap(0); p != 0 && p == f.rev {
+	if p := f.pending.Swap(0); p != 0 && p >= f.rev {
 		f.stale = true
 	}
 	if f.rev > 0 && !f.stale || f.rev == fenceMissing && !f.stale && time.Since(f.missingAt) < time.Second {
@@ -302,7 +302,10 @@ func (s *Store) fenceOff(ctx context.Context, rev int64) {
 	s.members.suspect()
 	f := s.fence
 	if err := f.acquire(c); err != nil {
-		f.pending.Store(rev)
+		// Revisions only grow, and a move past the newest fences every
+		// older one: keep the largest.
+		for p := f.pending.Load(); rev > p && !f.pending.CompareAndSwap(p, rev); p = f.pending.Load() {
+		}
 		s.fenceNotMoved(rev, err)
 		return
 	}

@@ -203,33 +203,46 @@ func TestCloseEndsFenceLease(t *testing.T) {
 	})
 }
 
-// TestFenceOffLockTimeout: fenceOff calls that cannot take the fence
-// within their time (another move holds it, stalled) leave their
-// revision pending, and the store's next write moves the fence first.
-// Run with -race: the pending revision is shared without the lock.
+// TestFenceOffLockTimeout: attempts lose their answers while a stalled
+// move holds the fence, so their fenceOff calls cannot take it in time:
+// first one that carried the current fence revision, then one that
+// carried an older revision. The store's next write must move the fence
+// past the newest of them before it is sent, so the attempt carrying the
+// current revision can no longer apply (it would re-create a key the
+// store deleted since). Run with -race: the pending revision is shared
+// without the lock.
 func TestFenceOffLockTimeout(t *testing.T) {
 	srv := etcdkvtest.NewServer(t)
-	h := &multiHolder{}
-	s, _ := heldStore(t, srv, h, etcdkv.Config{RequestTimeout: 300 * time.Millisecond})
-	ctx := t.Context()
-	if err := s.Set(ctx, []byte("p"), []byte("k"), []byte("v")); err != nil {
+	s := etcdkvtest.NewStoreOn(t, srv, etcdkv.Config{RequestTimeout: 100 * time.Millisecond})
+	ctx, part := t.Context(), []byte("p")
+	if err := s.Set(ctx, part, []byte("k"), []byte("v0")); err != nil {
 		t.Fatal(err)
 	}
-	rev, err := s.FenceRevForTest(ctx)
+	older, err := s.FenceRevForTest(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.arm("!fence") // the first move is held for its whole time
-	var wg sync.WaitGroup
-	for range 2 {
-		wg.Go(func() { s.FenceOffForTest(ctx, rev) })
+	s.FenceOffForTest(ctx, older)
+	current, err := s.FenceRevForTest(ctx)
+	if err != nil || current == older {
+		t.Fatalf("fence %d -> %d, %v", older, current, err)
 	}
-	wg.Wait()
-	if err := s.Set(ctx, []byte("p"), []byte("k"), []byte("v2")); err != nil {
+	held := s.SetTxnForTest(ctx, part, []byte("k"), []byte("late"), 1<<40)
+
+	release := s.HoldFenceLockForTest(ctx)
+	s.FenceOffForTest(ctx, current)
+	s.FenceOffForTest(ctx, older)
+	release()
+
+	if err := s.Delete(ctx, part, []byte("k")); err != nil {
 		t.Fatal(err)
 	}
-	if now, err := s.FenceRevForTest(ctx); err != nil || now == rev {
-		t.Fatalf("fence at %d after a lost answer at %d (%v)", now, rev, err)
+	resp, err := held.Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Succeeded {
+		t.Fatalf("the attempt whose answer was lost (fence %d) applied after the store's later writes", current)
 	}
 }
 

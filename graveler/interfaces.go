@@ -132,7 +132,13 @@ type RefManager interface {
 	ListBranches(ctx context.Context, repo *RepositoryRecord, opts ListBranchesOptions) iter.Seq2[*BranchRecord, error]
 
 	GetTag(ctx context.Context, repo *RepositoryRecord, id TagID) (CommitID, error)
+	// CreateTag creates a tag: ErrTagExists, or ErrAlreadyExists when a
+	// branch of that name exists (it would hide the tag).
 	CreateTag(ctx context.Context, repo *RepositoryRecord, id TagID, commitID CommitID) error
+	// RestoreTag is CreateTag for RestoreRefs: a dump copies a repository
+	// as it was, including a tag that a branch of the same name hides
+	// (possible before such names were refused).
+	RestoreTag(ctx context.Context, repo *RepositoryRecord, id TagID, commitID CommitID) error
 	DeleteTag(ctx context.Context, repo *RepositoryRecord, id TagID) error
 	ListTags(ctx context.Context, repo *RepositoryRecord, opts ListOptions) iter.Seq2[*TagRecord, error]
 

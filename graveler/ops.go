@@ -581,7 +581,7 @@ func (g *Graveler) RestoreRefs(ctx context.Context, repoID RepositoryID, records
 				return fmt.Errorf("restore record %d (tag %s): %w", n, r.Tag.TagID, err)
 			}
 			refsStarted = true
-			if err := g.refs.CreateTag(ctx, repo, r.Tag.TagID, r.Tag.CommitID); err != nil {
+			if err := g.refs.RestoreTag(ctx, repo, r.Tag.TagID, r.Tag.CommitID); err != nil {
 				return fmt.Errorf("restore record %d: %w", n, err)
 			}
 		default:

@@ -107,13 +107,28 @@ func (m *Manager) createBranch(ctx context.Context, part []byte, repo graveler.R
 	// A ref names the branch before a tag of the same name, so the branch
 	// would hide the tag from every read: the tag must be missing, in the
 	// same step that creates the branch (CreateTag requires the reverse).
-	tag := []kv.KeyRef{{Partition: part, Key: keys.Tag(string(id))}}
-	err = kv.SetIfWith(ctx, m.store, part, keys.Branch(string(id)), data, kv.Absent, tag, nil)
-	if errors.Is(err, kv.ErrPredicateFailed) {
-		if _, _, terr := m.store.Get(ctx, part, keys.Tag(string(id))); terr == nil {
-			return fmt.Errorf("%w: branch %s: a tag of that name exists in repository %s, which the branch would hide", graveler.ErrAlreadyExists, id, repo)
+	// A restore copies a repository as it was, such pairs included.
+	var tag []kv.KeyRef
+	if b.Change != graveler.ChangeRestore {
+		tag = []kv.KeyRef{{Partition: part, Key: keys.Tag(string(id))}}
+	}
+	for attempt := 0; ; attempt++ {
+		err = kv.SetIfWith(ctx, m.store, part, keys.Branch(string(id)), data, kv.Absent, tag, nil)
+		if !errors.Is(err, kv.ErrPredicateFailed) {
+			break
 		}
-		return fmt.Errorf("%w: %s in repository %s", graveler.ErrBranchExists, id, repo)
+		clash, cerr := m.whichExists(ctx, part, keys.Branch(string(id)), keys.Tag(string(id)))
+		switch {
+		case cerr != nil:
+			return storeErr(cerr, "create branch %s of repository %s", id, repo)
+		case clash == existsSelf:
+			return fmt.Errorf("%w: %s in repository %s", graveler.ErrBranchExists, id, repo)
+		case clash == existsOther:
+			return fmt.Errorf("%w: branch %s: a tag of that name exists in repository %s, which the branch would hide", graveler.ErrAlreadyExists, id, repo)
+		case attempt >= clashRetries:
+			return fmt.Errorf("%w: branch %s of repository %s: a tag of that name kept appearing and going", graveler.ErrConflict, id, repo)
+		}
+		// The tag that refused it is gone already: try again.
 	}
 	if err != nil {
 		return storeErr(err, "create branch %s of repository %s", id, repo)
@@ -435,4 +450,34 @@ func (m *Manager) ParseBranchFence(repo *graveler.RepositoryRecord, id graveler.
 		return nil, nil, fmt.Errorf("branch %s of repository %s: %w", id, repo.RepositoryID, err)
 	}
 	return &graveler.RepositoryRecord{RepositoryID: repo.RepositoryID, Repository: r}, b, nil
+}
+
+// clashRetries bounds the creates of a branch or tag that were refused
+// for the other ref of its name, which was gone again when looked at.
+const clashRetries = 3
+
+// exists is which of a ref's key and the other ref's key of its name a
+// refused create found.
+type exists int
+
+const (
+	existsNeither exists = iota
+	existsSelf
+	existsOther
+)
+
+// whichExists reads self and other of part at one instant, to tell why a
+// create requiring both missing was refused: self first, as a plain
+// create of it would say.
+func (m *Manager) whichExists(ctx context.Context, part, self, other []byte) (exists, error) {
+	got, err := kv.GetMany(ctx, m.store, []kv.KeyRef{{Partition: part, Key: self}, {Partition: part, Key: other}})
+	switch {
+	case err != nil:
+		return existsNeither, err
+	case !got[0].Predicate.IsAbsent():
+		return existsSelf, nil
+	case !got[1].Predicate.IsAbsent():
+		return existsOther, nil
+	}
+	return existsNeither, nil
 }

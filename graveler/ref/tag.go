@@ -38,6 +38,16 @@ func (m *Manager) GetTag(ctx context.Context, repo *graveler.RepositoryRecord, i
 // CreateTag creates an immutable tag, or fails with ErrTagExists, or
 // ErrAlreadyExists when a branch of that name exists.
 func (m *Manager) CreateTag(ctx context.Context, repo *graveler.RepositoryRecord, id graveler.TagID, commitID graveler.CommitID) error {
+	return m.createTag(ctx, repo, id, commitID, true)
+}
+
+// RestoreTag creates a tag even where a branch of that name exists (see
+// graveler.RefManager.RestoreTag).
+func (m *Manager) RestoreTag(ctx context.Context, repo *graveler.RepositoryRecord, id graveler.TagID, commitID graveler.CommitID) error {
+	return m.createTag(ctx, repo, id, commitID, false)
+}
+
+func (m *Manager) createTag(ctx context.Context, repo *graveler.RepositoryRecord, id graveler.TagID, commitID graveler.CommitID, refuseBranch bool) error {
 	part, err := repoPartition(repo)
 	if err != nil {
 		return err
@@ -54,15 +64,29 @@ func (m *Manager) CreateTag(ctx context.Context, repo *graveler.RepositoryRecord
 	}
 	// A branch of the same name would hide the tag: it must be missing, in
 	// the same step that creates the tag (see createBranch).
-	branch := []kv.KeyRef{{Partition: part, Key: keys.Branch(string(id))}}
-	err = kv.Effect(ctx, func(ctx context.Context) error {
-		return kv.SetIfWith(ctx, m.store, part, keys.Tag(string(id)), data, kv.Absent, branch, nil)
-	})
-	if errors.Is(err, kv.ErrPredicateFailed) {
-		if _, _, berr := m.store.Get(ctx, part, keys.Branch(string(id))); berr == nil {
-			return fmt.Errorf("%w: tag %s: a branch of that name exists in repository %s, which would hide the tag", graveler.ErrAlreadyExists, id, repo.RepositoryID)
+	var branch []kv.KeyRef
+	if refuseBranch {
+		branch = []kv.KeyRef{{Partition: part, Key: keys.Branch(string(id))}}
+	}
+	for attempt := 0; ; attempt++ {
+		err = kv.Effect(ctx, func(ctx context.Context) error {
+			return kv.SetIfWith(ctx, m.store, part, keys.Tag(string(id)), data, kv.Absent, branch, nil)
+		})
+		if !errors.Is(err, kv.ErrPredicateFailed) {
+			break
 		}
-		return fmt.Errorf("%w: %s in repository %s", graveler.ErrTagExists, id, repo.RepositoryID)
+		clash, cerr := m.whichExists(ctx, part, keys.Tag(string(id)), keys.Branch(string(id)))
+		switch {
+		case cerr != nil:
+			return storeErr(cerr, "create tag %s of repository %s", id, repo.RepositoryID)
+		case clash == existsSelf:
+			return fmt.Errorf("%w: %s in repository %s", graveler.ErrTagExists, id, repo.RepositoryID)
+		case clash == existsOther:
+			return fmt.Errorf("%w: tag %s: a branch of that name exists in repository %s, which would hide the tag", graveler.ErrAlreadyExists, id, repo.RepositoryID)
+		case attempt >= clashRetries:
+			return fmt.Errorf("%w: tag %s of repository %s: a branch of that name kept appearing and going", graveler.ErrConflict, id, repo.RepositoryID)
+		}
+		// The branch that refused it is gone already: try again.
 	}
 	if err != nil {
 		return storeErr(err, "create tag %s of repository %s", id, repo.RepositoryID)

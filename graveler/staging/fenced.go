@@ -379,7 +379,9 @@ func (m *Manager) SetAndRead(ctx context.Context, st graveler.StagingToken, key 
 	if err != nil {
 		return nil, err
 	}
-	if len(reads) > kv.MaxSetAndReadOps-1 {
+	// The write and the seal marker's absence take two of the
+	// transaction's places.
+	if len(reads) > kv.MaxSetAndReadOps-2 {
 		return nil, fmt.Errorf("staging: set %s in token %q: %w: %d fence reads", qkey(key), st, graveler.ErrInvalidArgument, len(reads))
 	}
 	var got []kv.Entry

@@ -52,8 +52,20 @@ func testSetAndRead(e *env) {
 	if _, err := e.m.SetAndRead(e.ctx, "bad token/", graveler.Key("k"), val("1"), reads); !errors.Is(err, graveler.ErrInvalidArgument) {
 		t.Fatalf("bad token: %v", err)
 	}
+	// As many fence reads as fit beside the write and the seal marker,
+	// then one more: refused before any request.
+	most := make([]kv.KeyRef, kv.MaxSetAndReadOps-2)
+	for i := range most {
+		most[i] = kv.KeyRef{Partition: reads[0].Partition, Key: fmt.Appendf(nil, "r%03d", i)}
+	}
+	if _, err := e.m.SetAndRead(e.ctx, st, graveler.Key("many"), val("1"), append(most, reads[0])); !errors.Is(err, graveler.ErrInvalidArgument) {
+		t.Fatalf("%d fence reads: %v, want ErrInvalidArgument", len(most)+1, err)
+	}
 	if n := e.store.setReads.Load() - before; n != 0 {
 		t.Fatalf("%d requests for refused input", n)
+	}
+	if got, err := e.m.SetAndRead(e.ctx, st, graveler.Key("many"), val("1"), most); err != nil || len(got) != len(most) {
+		t.Fatalf("%d fence reads: %d entries, %v", len(most), len(got), err)
 	}
 	if m := staging.New(struct{ kv.Store }{e.store}, staging.Config{}); m.FencedWrites() {
 		t.Fatal("a store without SetAndRead claims fenced writes")

@@ -1,0 +1,48 @@
+package graveler_test
+
+import (
+	"testing"
+
+	"graveler/graveler"
+	"graveler/graveler/gravelertest"
+	"graveler/kv"
+)
+
+// TestRestoreDumpWithBranchAndTagOfOneName: a repository made before
+// branch and tag names were refused to clash may hold a branch and a tag
+// of one name. Its dump restores as it was: both refs.
+func TestRestoreDumpWithBranchAndTagOfOneName(t *testing.T) {
+	f := newFixture(t, kv.NewMemoryStore(), graveler.Config{})
+	f.set("main", "a", "1")
+	c := f.commit("main", "one")
+	var recs []*graveler.RefsRecord
+	for r, err := range f.g.DumpRefs(f.ctx, f.repo) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, r)
+	}
+	// What DumpRefs writes for a legacy repository with branch and tag "release".
+	recs = append(recs,
+		&graveler.RefsRecord{Branch: &graveler.BranchRecord{BranchID: "release", Branch: &graveler.Branch{CommitID: c}}},
+		&graveler.RefsRecord{Tag: &graveler.TagRecord{TagID: "release", CommitID: c}})
+	if _, err := f.g.CreateBareRepository(f.ctx, "copy", gravelertest.Namespace(), "main"); err != nil {
+		t.Fatal(err)
+	}
+	err := f.g.RestoreRefs(f.ctx, "copy", func(yield func(*graveler.RefsRecord, error) bool) {
+		for _, r := range recs {
+			if !yield(r, nil) {
+				return
+			}
+		}
+	})
+	if err != nil {
+		t.Fatalf("restore of a dump holding branch and tag \"release\": %v", err)
+	}
+	if got, err := f.g.GetTag(f.ctx, "copy", "release"); err != nil || got != c {
+		t.Fatalf("restored tag release: %s, %v", got, err)
+	}
+	if b, err := f.g.GetBranch(f.ctx, "copy", "release"); err != nil || b.CommitID != c {
+		t.Fatalf("restored branch release: %+v, %v", b, err)
+	}
+}
