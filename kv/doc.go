@@ -11,6 +11,11 @@
 // store gives read-after-write consistency per key and compare-and-swap
 // through SetIf and DeleteIf; it gives no multi-key transactions.
 //
+// A write that returned is done: whatever the answer (success, failure,
+// ErrAmbiguous, the context's error), no attempt of it applies afterwards.
+// The memory store has no attempts; the etcd store fences an attempt whose
+// answer was lost before it answers (package etcdkv, "write fence").
+//
 // Errors: ErrNotFound, ErrPredicateFailed, ErrAmbiguous (a write that may or
 // may not have been applied), ErrKeyTooLarge, ErrValueTooLarge, ErrInvalidKey,
 // ErrInvalidPartition, ErrTooManyOps, ErrUnavailable, ErrQuotaExceeded and ErrClosed, always
