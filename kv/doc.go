@@ -14,7 +14,10 @@
 // A write that returned is done: whatever the answer (success, failure,
 // ErrAmbiguous, the context's error), no attempt of it applies afterwards.
 // The memory store has no attempts; the etcd store fences an attempt whose
-// answer was lost before it answers (package etcdkv, "write fence").
+// answer was lost before it answers (package etcdkv, "write fence"), and
+// its doc names the few windows the fence cannot close: etcd unreachable
+// when the fence must move, a process that dies (until its lease
+// expires), and etcd out of space.
 //
 // Errors: ErrNotFound, ErrPredicateFailed, ErrAmbiguous (a write that may or
 // may not have been applied), ErrKeyTooLarge, ErrValueTooLarge, ErrInvalidKey,
