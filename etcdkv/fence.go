@@ -392,11 +392,12 @@ func (s *Store) send(ctx context.Context, cmps []clientv3.Cmp, ops, els []client
 		}
 		last := resp.Responses[len(resp.Responses)-1]
 		resp.Responses = resp.Responses[:len(resp.Responses)-1]
-		if now := seen(last); rev == fenceMissing && now == 0 || now == rev {
+		now := seen(last)
+		if now == rev || rev == fenceMissing && now == 0 {
 			return resp, nil
 		}
 		s.saw(resp.Header)
-		s.fenceMovedFrom(ctx, rev, seen(last))
+		s.fenceMovedFrom(ctx, rev, now)
 	}
 	return nil, fmt.Errorf("%w: %w: the store's write fence kept moving under %d attempts", kv.ErrUnavailable, errNotSent, fenceResends)
 }

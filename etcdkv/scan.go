@@ -15,7 +15,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"graveler/internal/ctxtime"
 	"graveler/kv"
 )
 
@@ -96,12 +95,9 @@ func (s *Store) rangeIter(ctx context.Context, from, end string, keysOnly bool) 
 			// after the last key, on another member.
 			if (errors.Is(err, errAttemptTimeout) || memberFailed(ctx, err)) && ctx.Err() == nil && stalls < readAttempts-1 {
 				stalls++
-				if !errors.Is(err, errAttemptTimeout) {
-					readResends.Inc()
-					if !ctxtime.Sleep(ctx, time.Duration(stalls)*20*time.Millisecond) {
-						yield(nil, readErr(ctx, "range", err))
-						return
-					}
+				if !errors.Is(err, errAttemptTimeout) && !resendPause(ctx, stalls) {
+					yield(nil, readErr(ctx, "range", err))
+					return
 				}
 				continue
 			}

@@ -315,8 +315,7 @@ func (s *Store) read(ctx context.Context, do func(context.Context) error) error 
 		case timedOut:
 			s.attemptAbandoned()
 		case memberFailed(ctx, err) && attempt+1 < readAttempts:
-			readResends.Inc()
-			if !ctxtime.Sleep(ctx, time.Duration(attempt+1)*20*time.Millisecond) {
+			if !resendPause(ctx, attempt+1) {
 				return err
 			}
 		default:
@@ -324,6 +323,14 @@ func (s *Store) read(ctx context.Context, do func(context.Context) error) error 
 		}
 	}
 	return fmt.Errorf("%w: %d attempts of %v each", errAttemptTimeout, readAttempts, s.cfg.RequestTimeout)
+}
+
+// resendPause counts the n-th re-send of a read after a member failed
+// under it and waits a little longer each time, for another member or the
+// next leader; false when ctx ended meanwhile.
+func resendPause(ctx context.Context, n int) bool {
+	readResends.Inc()
+	return ctxtime.Sleep(ctx, time.Duration(n)*20*time.Millisecond)
 }
 
 // memberFailed reports an error a read meets when the member serving it
