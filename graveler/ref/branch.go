@@ -112,25 +112,17 @@ func (m *Manager) createBranch(ctx context.Context, part []byte, repo graveler.R
 	if b.Change != graveler.ChangeRestore {
 		tag = []kv.KeyRef{{Partition: part, Key: keys.Tag(string(id))}}
 	}
-	for attempt := 0; ; attempt++ {
-		err = kv.SetIfWith(ctx, m.store, part, keys.Branch(string(id)), data, kv.Absent, tag, nil)
-		if !errors.Is(err, kv.ErrPredicateFailed) {
-			break
-		}
-		clash, cerr := m.whichExists(ctx, part, keys.Branch(string(id)), keys.Tag(string(id)))
-		switch {
-		case cerr != nil:
-			return storeErr(cerr, "create branch %s of repository %s", id, repo)
-		case clash == existsSelf:
-			return fmt.Errorf("%w: %s in repository %s", graveler.ErrBranchExists, id, repo)
-		case clash == existsOther:
-			return fmt.Errorf("%w: branch %s: a tag of that name exists in repository %s, which the branch would hide", graveler.ErrAlreadyExists, id, repo)
-		case attempt >= clashRetries:
-			return fmt.Errorf("%w: branch %s of repository %s: a tag of that name kept appearing and going", graveler.ErrConflict, id, repo)
-		}
-		// The tag that refused it is gone already: try again.
-	}
-	if err != nil {
+	found, err := m.createClashFree(ctx, part, keys.Branch(string(id)), keys.Tag(string(id)), func() error {
+		return kv.SetIfWith(ctx, m.store, part, keys.Branch(string(id)), data, kv.Absent, tag, nil)
+	})
+	switch {
+	case found == existsSelf:
+		return fmt.Errorf("%w: %s in repository %s", graveler.ErrBranchExists, id, repo)
+	case found == existsOther:
+		return fmt.Errorf("%w: branch %s: a tag of that name exists in repository %s, which the branch would hide", graveler.ErrAlreadyExists, id, repo)
+	case errors.Is(err, errClashKeptMoving):
+		return fmt.Errorf("%w: branch %s of repository %s: a tag of that name kept appearing and going", graveler.ErrConflict, id, repo)
+	case err != nil:
 		return storeErr(err, "create branch %s of repository %s", id, repo)
 	}
 	return nil
@@ -456,6 +448,10 @@ func (m *Manager) ParseBranchFence(repo *graveler.RepositoryRecord, id graveler.
 // for the other ref of its name, which was gone again when looked at.
 const clashRetries = 3
 
+// errClashKeptMoving: a create was refused clashRetries times for the
+// other ref of its name, each time gone again when looked at.
+var errClashKeptMoving = errors.New("ref: the other ref of the name kept appearing and going")
+
 // exists is which of a ref's key and the other ref's key of its name a
 // refused create found.
 type exists int
@@ -466,18 +462,28 @@ const (
 	existsOther
 )
 
-// whichExists reads self and other of part at one instant, to tell why a
-// create requiring both missing was refused: self first, as a plain
-// create of it would say.
-func (m *Manager) whichExists(ctx context.Context, part, self, other []byte) (exists, error) {
-	got, err := kv.GetMany(ctx, m.store, []kv.KeyRef{{Partition: part, Key: self}, {Partition: part, Key: other}})
-	switch {
-	case err != nil:
-		return existsNeither, err
-	case !got[0].Predicate.IsAbsent():
-		return existsSelf, nil
-	case !got[1].Predicate.IsAbsent():
-		return existsOther, nil
+// createClashFree runs create, a create of self in part that requires
+// other (the other kind of ref of the same name) to be missing as well,
+// and tells why it was refused: existsSelf or existsOther (err nil), as
+// read at one instant. A refusal whose cause is gone when looked at (the
+// other ref deleted meanwhile) is tried again, up to clashRetries times,
+// then errClashKeptMoving. Applied: existsNeither and nil.
+func (m *Manager) createClashFree(ctx context.Context, part, self, other []byte, create func() error) (exists, error) {
+	for attempt := 0; ; attempt++ {
+		err := create()
+		if !errors.Is(err, kv.ErrPredicateFailed) {
+			return existsNeither, err
+		}
+		got, err := kv.GetMany(ctx, m.store, []kv.KeyRef{{Partition: part, Key: self}, {Partition: part, Key: other}})
+		switch {
+		case err != nil:
+			return existsNeither, err
+		case !got[0].Predicate.IsAbsent():
+			return existsSelf, nil
+		case !got[1].Predicate.IsAbsent():
+			return existsOther, nil
+		case attempt >= clashRetries:
+			return existsNeither, errClashKeptMoving
+		}
 	}
-	return existsNeither, nil
 }

@@ -68,27 +68,19 @@ func (m *Manager) createTag(ctx context.Context, repo *graveler.RepositoryRecord
 	if refuseBranch {
 		branch = []kv.KeyRef{{Partition: part, Key: keys.Branch(string(id))}}
 	}
-	for attempt := 0; ; attempt++ {
-		err = kv.Effect(ctx, func(ctx context.Context) error {
+	found, err := m.createClashFree(ctx, part, keys.Tag(string(id)), keys.Branch(string(id)), func() error {
+		return kv.Effect(ctx, func(ctx context.Context) error {
 			return kv.SetIfWith(ctx, m.store, part, keys.Tag(string(id)), data, kv.Absent, branch, nil)
 		})
-		if !errors.Is(err, kv.ErrPredicateFailed) {
-			break
-		}
-		clash, cerr := m.whichExists(ctx, part, keys.Tag(string(id)), keys.Branch(string(id)))
-		switch {
-		case cerr != nil:
-			return storeErr(cerr, "create tag %s of repository %s", id, repo.RepositoryID)
-		case clash == existsSelf:
-			return fmt.Errorf("%w: %s in repository %s", graveler.ErrTagExists, id, repo.RepositoryID)
-		case clash == existsOther:
-			return fmt.Errorf("%w: tag %s: a branch of that name exists in repository %s, which would hide the tag", graveler.ErrAlreadyExists, id, repo.RepositoryID)
-		case attempt >= clashRetries:
-			return fmt.Errorf("%w: tag %s of repository %s: a branch of that name kept appearing and going", graveler.ErrConflict, id, repo.RepositoryID)
-		}
-		// The branch that refused it is gone already: try again.
-	}
-	if err != nil {
+	})
+	switch {
+	case found == existsSelf:
+		return fmt.Errorf("%w: %s in repository %s", graveler.ErrTagExists, id, repo.RepositoryID)
+	case found == existsOther:
+		return fmt.Errorf("%w: tag %s: a branch of that name exists in repository %s, which would hide the tag", graveler.ErrAlreadyExists, id, repo.RepositoryID)
+	case errors.Is(err, errClashKeptMoving):
+		return fmt.Errorf("%w: tag %s of repository %s: a branch of that name kept appearing and going", graveler.ErrConflict, id, repo.RepositoryID)
+	case err != nil:
 		return storeErr(err, "create tag %s of repository %s", id, repo.RepositoryID)
 	}
 	return nil
