@@ -95,8 +95,13 @@ type GCSummary struct {
 	NamespacesBusy int `json:"namespaces_busy"`
 	// Marked: metaranges and ranges reachable from the roots.
 	Marked int64 `json:"marked"`
-	// Listed: committed objects listed by the sweeps.
+	// Listed: committed blobs listed by the sweeps: metaranges and ranges
+	// stored on their own, and packs.
 	Listed int64 `json:"listed"`
+	// Kept: listed blobs kept because they hold a marked object (a pack
+	// is kept while any object in it is marked). Every listed blob is
+	// kept, kept young or deleted.
+	Kept int64 `json:"kept"`
 	// Deleted and BytesDeleted: unreferenced objects older than the grace
 	// deleted (in a dry run: that would be).
 	Deleted      int64 `json:"deleted"`
@@ -134,8 +139,12 @@ type gcNamespace struct {
 	uids []graveler.UniqueID
 	// metaranges referenced by a commit of a repository on ns.
 	metaranges map[graveler.MetaRangeID]bool
-	// marked holds the blob names of every referenced object.
+	// marked holds the names (committed.TreeObject.Name) of every
+	// referenced object, wherever its copies are stored.
 	marked map[string]bool
+	// packs holds the packs the marked trees name: kept without reading
+	// their index.
+	packs map[string]bool
 	// sweep is the running sweep record, from the first delete on.
 	sweep   *gcfence.Sweep
 	sweepMu sync.Mutex
@@ -183,7 +192,7 @@ func (r *pass) collect() {
 			zap.Int("namespaces", g.sum.Namespaces), zap.Int("namespaces_aborted", g.sum.NamespacesAborted),
 			zap.Int("namespaces_held", g.sum.NamespacesHeld), zap.Int("namespaces_busy", g.sum.NamespacesBusy), zap.Int64("marked", g.sum.Marked),
 			zap.Int64("listed", g.sum.Listed), zap.Int64(r.did("deleted", "would_delete"), g.sum.Deleted),
-			zap.Int64("bytes", g.sum.BytesDeleted), zap.Int64("kept_young", g.sum.KeptYoung),
+			zap.Int64("bytes", g.sum.BytesDeleted), zap.Int64("kept", g.sum.Kept), zap.Int64("kept_young", g.sum.KeptYoung),
 			zap.Bool("aborted", g.sum.Aborted), zap.Duration("duration", g.sum.Duration))
 	}()
 	if g.blobs == nil {
@@ -310,7 +319,7 @@ func (g *gcRun) mark() (map[string]*gcNamespace, error) {
 		key := nsKey(ns)
 		sp := spaces[key]
 		if sp == nil {
-			sp = &gcNamespace{ns: ns, metaranges: map[graveler.MetaRangeID]bool{}, marked: map[string]bool{}}
+			sp = &gcNamespace{ns: ns, metaranges: map[graveler.MetaRangeID]bool{}, marked: map[string]bool{}, packs: map[string]bool{}}
 			spaces[key] = sp
 		}
 		sp.repos = append(sp.repos, inc.repo)
@@ -403,18 +412,33 @@ func (g *gcRun) sweep(sp *gcNamespace) (err error) {
 			err = fmt.Errorf("end sweep record: %w", ferr)
 		}
 	}()
-	for _, prefix := range []string{committed.MetaRangesPrefix, committed.RangesPrefix} {
+	// Roots and ranges first, packs last: a sweep that stops part way (a
+	// read that failed) has removed unreferenced old roots before any
+	// pack they name.
+	for _, prefix := range []string{committed.MetaRangesPrefix, committed.RangesPrefix, committed.PacksPrefix} {
 		err := g.blobs.List(g.r.ctx, sp.ns, prefix, func(page []committed.BlobInfo) error {
 			var doomed []committed.BlobInfo
 			for _, o := range page {
-				if _, _, ok := committed.ParseObjectName(o.Name); !ok {
+				kind, id, ok := committed.ParseObjectName(o.Name)
+				if !ok {
 					continue // not a committed object: never ours to delete
 				}
 				g.sum.Listed++
 				switch {
-				case sp.marked[o.Name]:
+				case sp.marked[o.Name], sp.packs[o.Name]:
+					g.sum.Kept++
 				case !o.ModTime.Before(g.cutoff):
 					g.sum.KeptYoung++
+				case kind == committed.ObjectPack:
+					live, err := g.packLive(sp, id, o.Size)
+					if err != nil {
+						return err
+					}
+					if live {
+						g.sum.Kept++
+					} else {
+						doomed = append(doomed, o)
+					}
 				default:
 					doomed = append(doomed, o)
 				}
@@ -426,6 +450,29 @@ func (g *gcRun) sweep(sp *gcNamespace) (err error) {
 		}
 	}
 	return nil
+}
+
+// packLive reports whether a pack no marked tree names holds a marked
+// object anyway: a copy of an object a live tree names elsewhere, such as
+// the packs of a root that another writer's root of the same ID replaced
+// (a reader may still hold the replaced root). An object is live by what
+// it is, not by which copy of it a tree names.
+func (g *gcRun) packLive(sp *gcNamespace, id string, size int64) (bool, error) {
+	objs, err := committed.ReadPackIndex(g.r.ctx, g.blobs, sp.ns, id, size)
+	if errors.Is(err, committed.ErrBlobNotFound) {
+		// Deleted since it was listed (another collection): deleteOne
+		// finds it gone.
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read the index of pack %s: %w", id, err)
+	}
+	for _, o := range objs {
+		if sp.marked[o.Name()] {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // markRanges reads every tree sp's commits reference and marks all its
@@ -443,14 +490,21 @@ func (g *gcRun) markRanges(sp *gcNamespace) error {
 	)
 	ctx, cancel := context.WithCancel(g.r.ctx)
 	defer cancel()
-	mark := func(name string) error {
+	mark := func(o committed.TreeObject) error {
 		mu.Lock()
 		defer mu.Unlock()
+		if o.Blob != o.Name() {
+			sp.packs[o.Blob] = true
+		}
+		name := o.Name()
 		if sp.marked[name] {
+			// The same ID holds the same subtree, whichever copy: its
+			// objects are marked by name already. Another copy's packs
+			// are kept by what they hold (packLive).
 			return committed.ErrSkipSubtree
 		}
 		sp.marked[name] = true
-		if kind, id, _ := committed.ParseObjectName(name); kind != committed.ObjectMetaRange || !sp.metaranges[graveler.MetaRangeID(id)] {
+		if o.Kind != committed.ObjectMetaRange || !sp.metaranges[graveler.MetaRangeID(o.ID)] {
 			g.sum.Marked++
 		}
 		return nil

@@ -211,7 +211,7 @@ func (w *gcWorld) checkAcked(live map[graveler.RepositoryID]graveler.StorageName
 			continue
 		}
 		for _, r := range ranges {
-			if _, err := committed.VerifyRange(w.ctx, w.b.blobs, ns, r.ID); err != nil {
+			if _, err := committed.VerifyRange(w.ctx, w.b.blobs, ns, r.ID, r.Loc); err != nil {
 				w.t.Errorf("commit %s of %s: range %s: %v", a.id, a.repo, r.ID, err)
 			}
 		}
@@ -239,7 +239,7 @@ func (w *gcWorld) checkAcked(live map[graveler.RepositoryID]graveler.StorageName
 
 // plant writes the objects of a commit that failed before its record was
 // stored: a metarange and its ranges no commit references. It returns
-// their names.
+// the names of the blobs holding them.
 func (w *gcWorld) plant(ns graveler.StorageNamespace, n int) []string {
 	w.t.Helper()
 	v := w.seq.Add(1)
@@ -259,8 +259,12 @@ func (w *gcWorld) writeTree(ns graveler.StorageNamespace, recs []graveler.ValueR
 		w.t.Fatal(err)
 	}
 	var names []string
-	if err := committed.TreeObjects(w.ctx, w.b.blobs, ns, id, func(name string) error {
-		names = append(names, name)
+	seen := map[string]bool{}
+	if err := committed.TreeObjects(w.ctx, w.b.blobs, ns, id, func(o committed.TreeObject) error {
+		if !seen[o.Blob] {
+			seen[o.Blob] = true
+			names = append(names, o.Blob)
+		}
 		return nil
 	}); err != nil {
 		w.t.Fatal(err)

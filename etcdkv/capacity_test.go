@@ -259,7 +259,7 @@ func measureCapacity(b *testing.B, n int) []capacityRow {
 		for _, p := range []struct {
 			prefix string
 			into   *int64
-		}{{committed.RangesPrefix, &ranges}, {committed.MetaRangesPrefix, &metaranges}} {
+		}{{committed.RangesPrefix, &ranges}, {committed.PacksPrefix, &ranges}, {committed.MetaRangesPrefix, &metaranges}} {
 			w.check(w.blobs.List(w.ctx, ns, p.prefix, func(page []committed.BlobInfo) error {
 				for _, o := range page {
 					*p.into += o.Size

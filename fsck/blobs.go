@@ -80,6 +80,22 @@ func (r *run) startBlobChecks() *blobChecks {
 	return b
 }
 
+// inPack says which pack holds an object, for a finding's detail: a
+// missing pack is every object in it missing.
+func inPack(loc committed.Location) string {
+	if !loc.Packed() {
+		return ""
+	}
+	return fmt.Sprintf(", stored in pack %s", committed.PackObjectName(loc.Pack))
+}
+
+// storedKey names one stored copy of the object d names: copies of one
+// object in different packs are each checked, since a tree reaches its
+// objects through the copies its nodes name.
+func storedKey(ns graveler.StorageNamespace, d committed.RangeDescriptor) string {
+	return fmt.Sprintf("%s\x00%s\x00%s\x00%d", ns, d.ID, d.Loc.Pack, d.Loc.Offset)
+}
+
 // metaRange queues the check of metarange id of ns (and of its ranges),
 // once per run; commit of repo is the first to reach it.
 func (b *blobChecks) metaRange(ns graveler.StorageNamespace, id graveler.MetaRangeID, repo string, commit graveler.CommitID) {
@@ -128,6 +144,9 @@ func (b *blobChecks) node(t metaTask, parent *committed.RangeDescriptor, parentL
 		id = graveler.MetaRangeID(parent.ID)
 	}
 	key := string(t.ns) + "\x00" + string(id)
+	if parent != nil {
+		key = storedKey(t.ns, *parent)
+	}
 	b.mu.Lock()
 	e, found := b.nodes[key]
 	if !found {
@@ -148,12 +167,18 @@ func (b *blobChecks) node(t metaTask, parent *committed.RangeDescriptor, parentL
 		}
 		return
 	}
-	n, err := committed.ReadTreeNode(b.ctx, r.c.blobs, t.ns, id)
+	var n *committed.TreeNode
+	var err error
+	if parent == nil {
+		n, err = committed.ReadTreeNode(b.ctx, r.c.blobs, t.ns, id)
+	} else {
+		n, err = committed.ReadChildNode(b.ctx, r.c.blobs, t.ns, *parent)
+	}
 	r.stats(func(st *Stats) { st.MetaRanges++ })
 	res := fmt.Sprintf("metarange %s in %s", id, t.ns)
 	where := fmt.Sprintf("commit %s names it", t.commit)
 	if parent != nil {
-		where = fmt.Sprintf("an inner node of tree %s (reached from commit %s)", t.id, t.commit)
+		where = fmt.Sprintf("an inner node of tree %s (reached from commit %s)%s", t.id, t.commit, inPack(parent.Loc))
 	}
 	switch {
 	case err == nil:
@@ -200,7 +225,7 @@ func (b *blobChecks) rangeWorker() {
 		if b.ctx.Err() != nil {
 			continue
 		}
-		key := string(t.meta.ns) + "\x00" + string(t.d.ID)
+		key := storedKey(t.meta.ns, t.d)
 		b.mu.Lock()
 		e, found := b.ranges[key]
 		if !found {
@@ -231,16 +256,16 @@ func (b *blobChecks) rangeWorker() {
 func (b *blobChecks) checkRange(e *rangeEntry, t rangeTask) {
 	r := b.r
 	res := fmt.Sprintf("range %s in %s", t.d.ID, t.meta.ns)
-	where := fmt.Sprintf("metarange %s of tree %s (reached from commit %s) names it", t.parent, t.meta.id, t.meta.commit)
+	where := fmt.Sprintf("metarange %s of tree %s (reached from commit %s) names it%s", t.parent, t.meta.id, t.meta.commit, inPack(t.d.Loc))
 	var err error
 	if r.c.cfg.Full {
 		var s committed.RangeSummary
-		s, err = committed.VerifyRange(b.ctx, r.c.blobs, t.meta.ns, t.d.ID)
+		s, err = committed.VerifyRange(b.ctx, r.c.blobs, t.meta.ns, t.d.ID, t.d.Loc)
 		r.stats(func(st *Stats) { st.Ranges++; st.RangeBytes += int64(s.Size) })
 		e.ok, e.summary = err == nil, s
 	} else {
 		var ok bool
-		ok, err = committed.RangeExists(b.ctx, r.c.blobs, t.meta.ns, t.d.ID)
+		ok, err = committed.RangeExists(b.ctx, r.c.blobs, t.meta.ns, t.d.ID, t.d.Loc)
 		r.stats(func(st *Stats) { st.Ranges++ })
 		if err == nil && !ok {
 			err = committed.ErrBlobNotFound

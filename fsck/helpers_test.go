@@ -26,8 +26,10 @@ import (
 )
 
 // tinyRanges cuts ranges of about 8 keys, so a small repository spans many
-// ranges and consecutive commits share most of them.
-var tinyRanges = committed.Config{MinRangeSize: 1, MaxRangeSize: 4 << 10, BoundaryMask: 7, BlockSize: 128}
+// ranges and consecutive commits share most of them. Each object is stored
+// on its own, so that a test can damage or remove one object alone;
+// TestFsckPackedTrees checks trees in packs.
+var tinyRanges = committed.Config{MinRangeSize: 1, MaxRangeSize: 4 << 10, BoundaryMask: 7, BlockSize: 128, Unpacked: true}
 
 // world is a real installation in a test: an embedded etcd, a file blob
 // store, and the Graveler service writing to both.

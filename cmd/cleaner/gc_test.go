@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -50,11 +51,19 @@ func TestOnceGC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ranges, err := committed.ReadMetaRange(ctx, blobs, ns, failed)
-	if err != nil {
+	// Its root and its pack.
+	var garbage []string
+	if err := committed.TreeObjects(ctx, blobs, ns, failed, func(o committed.TreeObject) error {
+		if !slices.Contains(garbage, o.Blob) {
+			garbage = append(garbage, o.Blob)
+		}
+		return nil
+	}); err != nil {
 		t.Fatal(err)
 	}
-	garbage := []string{committed.MetaRangeObjectName(failed), committed.RangeObjectName(ranges[0].ID)}
+	if len(garbage) != 2 {
+		t.Fatalf("the failed commit's tree is stored in %v, want a root and a pack", garbage)
+	}
 	old := time.Now().Add(-10 * time.Hour)
 	for _, n := range garbage {
 		if err := os.Chtimes(filepath.Join(dir, filepath.FromSlash(n)), old, old); err != nil {

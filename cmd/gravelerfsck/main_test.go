@@ -99,7 +99,13 @@ func TestExitProblems(t *testing.T) {
 	if err != nil || len(rs) == 0 {
 		t.Fatalf("ranges %v, %v", rs, err)
 	}
-	if err := in.blobs.Delete(ctx, in.ns, "_graveler/ranges/"+string(rs[0].ID)); err != nil {
+	// The blob holding the first range: its pack (as gravelerd stores
+	// ranges), or the range on its own.
+	gone := committed.RangeObjectName(rs[0].ID)
+	if rs[0].Loc.Packed() {
+		gone = committed.PackObjectName(rs[0].Loc.Pack)
+	}
+	if err := in.blobs.Delete(ctx, in.ns, gone); err != nil {
 		t.Fatal(err)
 	}
 	code, out, errOut := fsckRun(t, nil, "--etcd-endpoints", in.endpoints, "-o", "json")

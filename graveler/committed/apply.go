@@ -82,6 +82,11 @@ type writer struct {
 	// syncer makes the objects written durable before the root's ID is
 	// handed out; taken before the first write (begin).
 	syncer Syncer
+	// pack gathers the objects written since the last pack was sealed
+	// (nil before the first, and with Config.Unpacked); packSem bounds
+	// the sealed packs being stored.
+	pack    *packBuilder
+	packSem chan struct{}
 }
 
 type pendingNode struct {
@@ -92,11 +97,13 @@ type pendingNode struct {
 	flushed int
 }
 
-// objectRef names an object by kind and ID rather than by its blob name,
-// so passing a subtree through builds no string.
+// objectRef names the blob holding an object by the object's kind and
+// ID, or its pack's name, rather than by the blob's name, so passing a
+// subtree through builds no string.
 type objectRef struct {
 	node bool
 	id   string
+	pack string
 	at   time.Time
 }
 
@@ -118,6 +125,9 @@ func (l *refList) add(r objectRef) {
 }
 
 func (r objectRef) name() string {
+	if r.pack != "" {
+		return packsPrefix + r.pack
+	}
 	if r.node {
 		return metarangesPrefix + r.id
 	}
@@ -129,6 +139,9 @@ func (r objectRef) name() string {
 func (r objectRef) appendFreshKey(dst []byte, ns graveler.StorageNamespace) []byte {
 	dst = append(dst, ns...)
 	dst = append(dst, 0)
+	if r.pack != "" {
+		return append(append(dst, packsPrefix...), r.pack...)
+	}
 	if r.node {
 		dst = append(dst, metarangesPrefix...)
 	} else {
@@ -139,7 +152,8 @@ func (r objectRef) appendFreshKey(dst []byte, ns graveler.StorageNamespace) []by
 
 func (m *Manager) newWriter(ctx context.Context, ns graveler.StorageNamespace) *writer {
 	ctx, cancel := context.WithCancel(ctx)
-	return &writer{ctx: ctx, cancel: cancel, m: m, ns: ns, leaf: newRangeBuilder(m.cfg.BlockSize, nil), leafSize: m.cfg.MinRangeSize, sem: make(chan struct{}, m.cfg.WriteParallelism)}
+	return &writer{ctx: ctx, cancel: cancel, m: m, ns: ns, leaf: newRangeBuilder(m.cfg.BlockSize, nil), leafSize: m.cfg.MinRangeSize,
+		sem: make(chan struct{}, m.cfg.WriteParallelism), packSem: make(chan struct{}, packsInFlight)}
 }
 
 func (w *writer) level(l int) *pendingNode {
@@ -181,7 +195,7 @@ func (w *writer) add(key, identity, data []byte) error {
 // passThrough appends a stored subtree at level as is. Only at a boundary
 // (atBoundary), so the result is what writing its records would produce.
 func (w *writer) passThrough(d RangeDescriptor, level int) error {
-	w.refs.add(objectRef{node: level > 0, id: string(d.ID)})
+	w.refs.add(objectRef{node: level > 0, id: string(d.ID), pack: d.Loc.Pack})
 	w.last = append(w.last[:0], d.MaxKey...)
 	if level > 0 {
 		w.level(level).flushed++
@@ -207,9 +221,11 @@ func (w *writer) flushLeaf() error {
 	w.leafSize += (len(data) - w.leafSize) / 8
 	w.leaf = newRangeBuilder(w.m.cfg.BlockSize, make([]byte, 0, 2*w.leafSize+256))
 	desc.ID = graveler.RangeID(contentID(data))
-	if err := w.put(objectRef{id: string(desc.ID)}, data); err != nil {
+	loc, err := w.put(objectRef{id: string(desc.ID)}, data)
+	if err != nil {
 		return err
 	}
+	desc.Loc = loc
 	return w.addChild(1, desc)
 }
 
@@ -226,8 +242,8 @@ func (w *writer) addChild(level int, d RangeDescriptor) error {
 // flushNode cuts the node being filled at level and hands it to its parent.
 func (w *writer) flushNode(level int) error {
 	p := w.level(level)
-	data, size := encodeNode(level, p.children, w.m.cfg.BlockSize)
-	id := graveler.MetaRangeID(contentID(data))
+	data, sid, size := encodeNode(level, p.children, w.m.cfg.BlockSize)
+	id := graveler.MetaRangeID(sid)
 	desc := RangeDescriptor{
 		MinKey:        p.children[0].MinKey,
 		MaxKey:        p.children[len(p.children)-1].MaxKey,
@@ -240,10 +256,12 @@ func (w *writer) flushNode(level int) error {
 	// many and a half, so that it seldom grows.
 	p.children, p.size = make([]RangeDescriptor, 0, len(p.children)+len(p.children)/2), 0
 	p.flushed++
-	if err := w.put(objectRef{node: true, id: string(id)}, data); err != nil {
+	loc, err := w.put(objectRef{node: true, id: string(id)}, data)
+	if err != nil {
 		return err
 	}
-	w.m.nodes.add(rangeCacheKey(w.ns, string(id)), n, n.stored)
+	desc.Loc = loc
+	w.m.nodes.add(nodeCacheKey(w.ns, string(id), loc), n, n.stored)
 	if level+1 > maxLevel {
 		// A child entry that fills a node alone cuts every level after
 		// one child, without end: its key is far too long for the node
@@ -254,16 +272,44 @@ func (w *writer) flushNode(level int) error {
 	return w.addChild(level+1, desc)
 }
 
-// put starts writing object ref; it fails with the first write error seen.
-func (w *writer) put(ref objectRef, data []byte) error {
+// put stores object ref: appended to the pack being filled, or (with
+// Config.Unpacked) written on its own, and returns where it is stored. It
+// fails with the first write error seen.
+func (w *writer) put(ref objectRef, data []byte) (Location, error) {
 	if err := w.failed(); err != nil {
-		return err
+		return Location{}, err
 	}
 	if err := w.begin(); err != nil {
-		return err
+		return Location{}, err
 	}
+	if w.m.cfg.Unpacked {
+		return Location{}, w.store(w.sem, ref, data)
+	}
+	if w.pack == nil {
+		w.pack = &packBuilder{id: newPackID(), buf: make([]byte, 0, min(w.m.cfg.PackBytes, 1<<20))}
+	}
+	loc := w.pack.add(ref.id, ref.node, data)
+	if len(w.pack.buf) >= w.m.cfg.PackBytes {
+		return loc, w.sealPack()
+	}
+	return loc, nil
+}
+
+// sealPack starts storing the pack being filled, if any.
+func (w *writer) sealPack() error {
+	p := w.pack
+	if p == nil {
+		return nil
+	}
+	w.pack = nil
+	return w.store(w.packSem, objectRef{pack: p.id}, p.finish())
+}
+
+// store starts writing one blob, holding a place in sem until it is
+// written; it fails with the first write error seen.
+func (w *writer) store(sem chan struct{}, ref objectRef, data []byte) error {
 	select {
-	case w.sem <- struct{}{}:
+	case sem <- struct{}{}:
 	case <-w.ctx.Done():
 		if err := w.failed(); err != nil {
 			return err
@@ -278,7 +324,7 @@ func (w *writer) put(ref objectRef, data []byte) error {
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
-		defer func() { <-w.sem }()
+		defer func() { <-sem }()
 		if err := w.m.blobs.Put(w.ctx, w.ns, name, data); err != nil {
 			w.mu.Lock()
 			if w.err == nil {
@@ -355,6 +401,9 @@ func (w *writer) finish() (graveler.MetaRangeID, error) {
 			}
 			continue
 		}
+		if err := w.sealPack(); err != nil {
+			return "", err
+		}
 		w.wg.Wait()
 		if err := w.failed(); err != nil {
 			return "", err
@@ -365,19 +414,20 @@ func (w *writer) finish() (graveler.MetaRangeID, error) {
 		if err := w.begin(); err != nil {
 			return "", err
 		}
-		data, size := encodeNode(l, p.children, w.m.cfg.BlockSize)
-		id := graveler.MetaRangeID(contentID(data))
-		if err := w.m.blobs.Put(w.ctx, w.ns, metaRangeBlobName(id), data); err != nil {
-			return "", fmt.Errorf("committed: write metarange %s: %w", id, err)
-		}
+		data, sid, _ := encodeNode(l, p.children, w.m.cfg.BlockSize)
+		id := graveler.MetaRangeID(sid)
 		// The caller may record id in a commit as soon as this returns;
 		// every object under it must survive a crash by then. A first sync
 		// flushes the writes while refresh checks the children's times (a
 		// 10M-entry commit's checks take about half as long as its sync);
-		// a second, after refresh, covers what it touched and any time
-		// its checks relied on, as one sync after it would. With the
-		// writes flushed it has little left to do (0.2-0.7 ms on an idle
-		// test disk; more where other writers keep the file system busy).
+		// the root is written only then, and a second sync covers it,
+		// what refresh touched and any time its checks relied on. With
+		// the writes flushed it has little left to do (0.2-0.7 ms on an
+		// idle test disk; more where other writers keep the file system
+		// busy). The root waits for the first sync because a root of the
+		// same ID may be stored already, named by a recorded commit, and
+		// Put replaces it: the replacement must name nothing a crash
+		// could still lose.
 		synced := make(chan error, 1)
 		go func() { synced <- w.syncer.Sync(w.ctx) }()
 		var serr error
@@ -388,6 +438,9 @@ func (w *writer) finish() (graveler.MetaRangeID, error) {
 			return w.m.refresh(w.ctx, w.ns, &w.refs)
 		}()
 		if err == nil && serr == nil {
+			if perr := w.m.blobs.Put(w.ctx, w.ns, metaRangeBlobName(id), data); perr != nil {
+				return "", fmt.Errorf("committed: write metarange %s: %w", id, perr)
+			}
 			serr = w.syncer.Sync(w.ctx)
 		}
 		if serr != nil {
@@ -401,8 +454,11 @@ func (w *writer) finish() (graveler.MetaRangeID, error) {
 		case serr != nil:
 			return "", serr
 		}
-		n := &treeNode{level: l, children: p.children, size: size, stored: len(data)}
-		w.m.nodes.add(rangeCacheKey(w.ns, string(id)), n, n.stored)
+		// The root is not cached here: until a commit names it, another
+		// writer's root of the same ID may replace it, and this copy,
+		// if its commit never lands, may name packs a collector deletes
+		// (see "Packs" in the package doc). Readers load it from the
+		// store.
 		return id, nil
 	}
 }
@@ -580,19 +636,19 @@ type prefetcher struct {
 	m      *Manager
 	ns     graveler.StorageNamespace
 	root   *treeNode
-	ch     chan graveler.RangeID
+	ch     chan RangeDescriptor
 	last   graveler.RangeID
 	wg     sync.WaitGroup
 }
 
 func (m *Manager) newPrefetcher(ctx context.Context, ns graveler.StorageNamespace, root *treeNode) *prefetcher {
 	ctx, cancel := context.WithCancel(ctx)
-	p := &prefetcher{ctx: ctx, cancel: cancel, m: m, ns: ns, root: root, ch: make(chan graveler.RangeID, lookahead)}
+	p := &prefetcher{ctx: ctx, cancel: cancel, m: m, ns: ns, root: root, ch: make(chan RangeDescriptor, lookahead)}
 	for range readAhead {
 		p.wg.Go(func() {
-			for id := range p.ch {
+			for d := range p.ch {
 				if p.ctx.Err() == nil {
-					_, _ = m.loadRange(p.ctx, ns, id)
+					_, _ = m.loadRange(p.ctx, ns, &d)
 				}
 			}
 		})
@@ -613,7 +669,7 @@ func (p *prefetcher) want(key graveler.Key) {
 			if d.ID != p.last {
 				p.last = d.ID
 				select {
-				case p.ch <- d.ID:
+				case p.ch <- *d:
 				default:
 				}
 			}
@@ -711,7 +767,7 @@ func (a *applier) walk(d *RangeDescriptor, level int, lastSpine bool) error {
 		}
 		return nil
 	}
-	f, err := a.m.loadRange(a.ctx, a.ns, d.ID)
+	f, err := a.m.loadRange(a.ctx, a.ns, d)
 	if err != nil {
 		return err
 	}
@@ -746,6 +802,18 @@ func (a *applier) walk(d *RangeDescriptor, level int, lastSpine bool) error {
 // and the nodes above them are rewritten (and what the boundary rule
 // shifts); every other subtree is passed through by reference, unread.
 func (m *Manager) Apply(ctx context.Context, ns graveler.StorageNamespace, base graveler.MetaRangeID, changes graveler.ValueIterator, opts graveler.ApplyOptions) (graveler.MetaRangeID, graveler.DiffSummary, error) {
+	id, summary, err := m.apply(ctx, ns, base, changes, opts)
+	if errors.Is(err, ErrBlobNotFound) && base != "" {
+		// Perhaps a stale copy of the base's root (reloadRoot), whose
+		// passed-through subtrees the write found missing: the changes
+		// are consumed, so this write fails, and the next one reads the
+		// root as stored.
+		_, _ = m.reloadRoot(ctx, ns, base)
+	}
+	return id, summary, err
+}
+
+func (m *Manager) apply(ctx context.Context, ns graveler.StorageNamespace, base graveler.MetaRangeID, changes graveler.ValueIterator, opts graveler.ApplyOptions) (graveler.MetaRangeID, graveler.DiffSummary, error) {
 	summary := graveler.DiffSummary{Count: map[graveler.DiffType]int{}}
 	root, err := m.loadRoot(ctx, ns, base)
 	if err != nil {

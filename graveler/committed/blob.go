@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"graveler/graveler"
@@ -14,6 +15,25 @@ var ErrBlobNotFound = fmt.Errorf("committed: blob %w", graveler.ErrNotFound)
 
 // ErrInvalidBlobName: an object name that could escape its namespace.
 var ErrInvalidBlobName = errors.New("committed: invalid blob name")
+
+// ErrShortBlob: a GetRange past the end of the object. Objects are never
+// modified, so a reader that expected bytes there holds a damaged
+// reference, or the store a damaged object.
+var ErrShortBlob = errors.New("committed: object shorter than the range asked for")
+
+// ErrInvalidBlobRange: a GetRange with a negative offset or a length < 1.
+var ErrInvalidBlobRange = errors.New("committed: invalid blob range")
+
+// checkBlobRange validates GetRange's arguments.
+func checkBlobRange(name string, offset, length int64) error {
+	if err := ValidateBlobName(name); err != nil {
+		return err
+	}
+	if offset < 0 || length < 1 || offset > math.MaxInt64-length {
+		return fmt.Errorf("%w: %q at %d+%d", ErrInvalidBlobRange, name, offset, length)
+	}
+	return nil
+}
 
 // BlobStore holds immutable objects under a storage namespace (a URL:
 // file:///dir, mem://name or s3://bucket/prefix). Names are relative,
@@ -27,6 +47,11 @@ type BlobStore interface {
 	Put(ctx context.Context, ns graveler.StorageNamespace, name string, data []byte) error
 	// Get returns the object's bytes, or an error wrapping ErrBlobNotFound.
 	Get(ctx context.Context, ns graveler.StorageNamespace, name string) ([]byte, error)
+	// GetRange returns length bytes of the object from offset: an error
+	// wrapping ErrBlobNotFound when it is missing, one wrapping
+	// ErrShortBlob when it ends before offset+length, and
+	// ErrInvalidBlobRange for a negative offset or a length < 1.
+	GetRange(ctx context.Context, ns graveler.StorageNamespace, name string, offset, length int64) ([]byte, error)
 	// Exists reports whether the object is stored.
 	Exists(ctx context.Context, ns graveler.StorageNamespace, name string) (bool, error)
 	// Delete removes the object; deleting a missing object is not an error.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -195,6 +197,51 @@ func (s *blobBucketStore) Get(ctx context.Context, ns graveler.StorageNamespace,
 		return nil, blobMapErr("get", ns, name, err)
 	}
 	return data, nil
+}
+
+func (s *blobBucketStore) GetRange(ctx context.Context, ns graveler.StorageNamespace, name string, offset, length int64) ([]byte, error) {
+	if err := checkBlobRange(name, offset, length); err != nil {
+		return nil, err
+	}
+	b, err := s.bucket(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	if p, ok := s.filePath(ns, name); ok {
+		data, err := fileReadAt(p, offset, length)
+		switch {
+		case err == nil:
+			return data, nil
+		case fileNotFound(err):
+			return nil, fmt.Errorf("get %s %q: %w", ns, name, ErrBlobNotFound)
+		case errors.Is(err, io.ErrUnexpectedEOF):
+			return nil, fmt.Errorf("get %s %q at %d+%d: %w", ns, name, offset, length, ErrShortBlob)
+		}
+		return nil, fmt.Errorf("get %s %q: %w", ns, name, err)
+	}
+	r, err := b.NewRangeReader(ctx, name, offset, length, nil)
+	if err != nil {
+		if rangeNotSatisfiable(err) {
+			return nil, fmt.Errorf("get %s %q at %d+%d: %w", ns, name, offset, length, ErrShortBlob)
+		}
+		return nil, blobMapErr("get", ns, name, err)
+	}
+	defer r.Close()
+	data := make([]byte, length)
+	if _, err := io.ReadFull(r, data); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("get %s %q at %d+%d: %w", ns, name, offset, length, ErrShortBlob)
+		}
+		return nil, blobMapErr("get", ns, name, err)
+	}
+	return data, nil
+}
+
+// rangeNotSatisfiable reports an HTTP store's answer to a range that
+// starts past the object's end (416).
+func rangeNotSatisfiable(err error) bool {
+	var status interface{ HTTPStatusCode() int }
+	return errors.As(err, &status) && status.HTTPStatusCode() == http.StatusRequestedRangeNotSatisfiable
 }
 
 // fileDir returns a file:// namespace's directory. It is remembered:

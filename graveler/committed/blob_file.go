@@ -2,6 +2,7 @@ package committed
 
 import (
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -87,4 +88,23 @@ var syncBeforeReplace = (*os.File).Sync
 // stored there: nothing at the path, a directory, or a path through a file.
 func fileNotFound(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.EISDIR)
+}
+
+// fileReadAt returns length bytes of the file at p from offset, or an
+// error wrapping io.ErrUnexpectedEOF when the file ends before them.
+func fileReadAt(p string, offset, length int64) ([]byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	buf := make([]byte, length)
+	n, err := f.ReadAt(buf, offset)
+	if n == len(buf) {
+		return buf, nil
+	}
+	if err == nil || errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF
+	}
+	return nil, &fs.PathError{Op: "read", Path: p, Err: err}
 }

@@ -3,7 +3,6 @@ package committed
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -155,33 +154,69 @@ func (s *keepingStore) Put(ctx context.Context, ns graveler.StorageNamespace, na
 
 // TestWrittenBuffersStayUnchanged checks that the writer never reuses a
 // buffer it handed to the store: every object Put received still hashes
-// to its name once later ranges and nodes were built.
+// to its name once later ranges and nodes were built, and every object of
+// every pack still hashes to the ID its index gives.
 func TestWrittenBuffersStayUnchanged(t *testing.T) {
-	ctx := context.Background()
-	store := &keepingStore{BlobStore: NewBucketStore(BucketConfig{}), kept: map[string][]byte{}}
-	defer store.Close()
-	m := NewManager(store, Config{MinRangeSize: 256, BoundaryMask: 3, MinNodeSize: 256, NodeMask: 3})
-	ns := testNS()
-	base, err := m.WriteMetaRangeByIterator(ctx, ns, newSliceIter(numbered(3000, "a")))
+	for _, unpacked := range []bool{false, true} {
+		t.Run(fmt.Sprintf("unpacked=%v", unpacked), func(t *testing.T) {
+			ctx := context.Background()
+			store := &keepingStore{BlobStore: NewBucketStore(BucketConfig{}), kept: map[string][]byte{}}
+			defer store.Close()
+			// Small packs, so that many are sealed while later ones fill.
+			m := NewManager(store, Config{MinRangeSize: 256, BoundaryMask: 3, MinNodeSize: 256, NodeMask: 3, PackBytes: 4 << 10, Unpacked: unpacked})
+			ns := testNS()
+			base, err := m.WriteMetaRangeByIterator(ctx, ns, newSliceIter(numbered(3000, "a")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var changes []graveler.ValueRecord
+			for i := 0; i < 3000; i += 7 {
+				changes = append(changes, rec(fmt.Sprintf("key-%06d", i), "b", "changed"))
+			}
+			if _, _, err := m.Apply(ctx, ns, base, newSliceIter(changes), graveler.ApplyOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			objects := 0
+			for name, data := range store.kept {
+				if !strings.HasPrefix(name, packsPrefix) {
+					objects++
+					if _, body := splitTrailerForTest(data); !strings.HasSuffix(name, contentID(body)) {
+						t.Fatalf("%s changed after it was handed to the store", name)
+					}
+					continue
+				}
+				footer := data[len(data)-packFooterLen:]
+				off, n, err := parsePackFooter(footer, int64(len(data)))
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				entries, err := parsePackIndex(data[off:off+n], off)
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				for _, e := range entries {
+					objects++
+					_, body := splitTrailerForTest(data[e.offset : e.offset+e.length])
+					if contentID(body) != hex.EncodeToString(e.id[:]) {
+						t.Fatalf("an object of %s changed after it was handed to the store", name)
+					}
+				}
+			}
+			if objects < 50 {
+				t.Fatalf("only %d objects written: the tree is too small to test", objects)
+			}
+		})
+	}
+}
+
+// splitTrailerForTest returns an object's bytes without a locations
+// trailer (what its ID hashes).
+func splitTrailerForTest(data []byte) (trailer, body []byte) {
+	body, trailer, err := splitLocations(data)
 	if err != nil {
-		t.Fatal(err)
+		return nil, data
 	}
-	var changes []graveler.ValueRecord
-	for i := 0; i < 3000; i += 7 {
-		changes = append(changes, rec(fmt.Sprintf("key-%06d", i), "b", "changed"))
-	}
-	if _, _, err := m.Apply(ctx, ns, base, newSliceIter(changes), graveler.ApplyOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if len(store.kept) < 50 {
-		t.Fatalf("only %d objects written: the tree is too small to test", len(store.kept))
-	}
-	for name, data := range store.kept {
-		sum := sha256.Sum256(data)
-		if !strings.HasSuffix(name, hex.EncodeToString(sum[:])) {
-			t.Fatalf("%s changed after it was handed to the store", name)
-		}
-	}
+	return trailer, body
 }
 
 // BenchmarkCommitObjectsFilesVsPack writes what a commit of 1,000 random

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -267,7 +268,53 @@ func (c *CachedBlobStore) Get(ctx context.Context, ns graveler.StorageNamespace,
 	if fileNamespace(ns) {
 		return c.inner.Get(ctx, ns, name)
 	}
+	return c.get(ctx, cacheKey(ns, name), func(ctx context.Context) ([]byte, error) { return c.inner.Get(ctx, ns, name) })
+}
+
+// GetRange serves a slice of an object as Get serves an object, cached
+// under a key of its own: packs are read a slice (an object) at a time,
+// never whole. Deleting a pack through this store leaves its cached
+// slices to age out: each is an object its reader checks against its ID.
+func (c *CachedBlobStore) GetRange(ctx context.Context, ns graveler.StorageNamespace, name string, offset, length int64) ([]byte, error) {
+	if err := checkBlobRange(name, offset, length); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if fileNamespace(ns) {
+		return c.inner.GetRange(ctx, ns, name, offset, length)
+	}
+	key := cacheKey(ns, name+"\x00"+strconv.FormatInt(offset, 10)+"+"+strconv.FormatInt(length, 10))
+	return c.get(ctx, key, func(ctx context.Context) ([]byte, error) { return c.inner.GetRange(ctx, ns, name, offset, length) })
+}
+
+// reread reads an object from the store behind, past a cached copy, and
+// replaces the copy with what it read (Manager.reloadRoot: a root cached
+// before another writer replaced it, or before its namespace was emptied
+// and written again).
+func (c *CachedBlobStore) reread(ctx context.Context, ns graveler.StorageNamespace, name string) ([]byte, error) {
+	if err := ValidateBlobName(name); err != nil {
+		return nil, err
+	}
+	data, err := c.inner.Get(ctx, ns, name)
+	if fileNamespace(ns) {
+		return data, err
+	}
 	key := cacheKey(ns, name)
+	if err != nil {
+		if errors.Is(err, ErrBlobNotFound) {
+			c.forget(key)
+		}
+		return nil, err
+	}
+	c.store(key, data, nil)
+	return data, nil
+}
+
+// get returns the cached copy under key, or reads it with fetch (once for
+// all concurrent callers) and caches it.
+func (c *CachedBlobStore) get(ctx context.Context, key string, fetch func(context.Context) ([]byte, error)) ([]byte, error) {
 	for {
 		c.mu.Lock()
 		if el, ok := c.index[key]; ok {
@@ -308,7 +355,7 @@ func (c *CachedBlobStore) Get(ctx context.Context, ns graveler.StorageNamespace,
 		c.mu.Unlock()
 
 		c.misses.Add(1)
-		data, err := c.inner.Get(ctx, ns, name)
+		data, err := fetch(ctx)
 		if err == nil {
 			c.store(key, data, &gen)
 		}
@@ -453,9 +500,19 @@ func (c *CachedBlobStore) Put(ctx context.Context, ns graveler.StorageNamespace,
 		// writes (half a 10M-entry commit's system time).
 		return nil
 	}
+	key := cacheKey(ns, name)
+	if strings.HasPrefix(name, packsPrefix) || strings.HasPrefix(name, metarangesPrefix) {
+		// Packs are read a slice at a time, never whole. A root is read
+		// from the store once a commit names it: until then it may be
+		// replaced by another writer's root of the same ID, whose packs
+		// differ (see "Packs" in the package doc). Either way a copy
+		// cached before is dropped, as the object was just replaced.
+		c.forget(key)
+		return nil
+	}
 	// Written ranges are often read soon after, and reading one back from
 	// a remote store costs a request.
-	c.store(cacheKey(ns, name), data, nil)
+	c.store(key, data, nil)
 	return nil
 }
 

@@ -20,7 +20,7 @@ func (m *Manager) Diff(ctx context.Context, ns graveler.StorageNamespace, left, 
 	if err != nil {
 		return nil, err
 	}
-	return &diffIter{l: newCursor(ctx, m, ns, l), r: newCursor(ctx, m, ns, r)}, nil
+	return &diffIter{l: newCursor(ctx, m, ns, left, l), r: newCursor(ctx, m, ns, right, r)}, nil
 }
 
 type diffIter struct {

@@ -6,17 +6,46 @@
 // # Objects
 //
 // A tree is a B-tree-like structure of immutable objects. Its leaves are
-// ranges: sorted files of (key, identity, data) records, stored at
-// "_graveler/ranges/<id>". Above them are inner nodes, stored at
-// "_graveler/metaranges/<id>": a node of level 1 lists ranges, a node of
-// level n lists nodes of level n-1, each child as (max key, id, min key,
-// count of entries below it, size of its own records). The root is the
-// one node of the top level, and its ID is the tree's MetaRangeID; inner
-// nodes and roots share the prefix and the format, so a collector or a
-// checker needs no new place to look. An ID is the lowercase hex SHA-256
-// of the object's bytes, checked on every read. The metarange ID "" is
-// the empty tree: it is accepted everywhere, always exists, and is never
-// stored. Writing no entries yields "".
+// ranges: sorted files of (key, identity, data) records. Above them are
+// inner nodes: a node of level 1 lists ranges, a node of level n lists
+// nodes of level n-1, each child as (max key, id, min key, count of
+// entries below it, size of its own records). The root is the one node
+// of the top level, and its ID is the tree's MetaRangeID. An ID is the
+// lowercase hex SHA-256 of the object's bytes (a node's without its
+// locations trailer, below), checked on every read. The metarange ID ""
+// is the empty tree: it is accepted everywhere, always exists, and is
+// never stored. Writing no entries yields "".
+//
+// # Packs
+//
+// A root is stored on its own at "_graveler/metaranges/<id>", where a
+// commit's MetaRangeID finds it. Every other object a write makes goes
+// into a pack, "_graveler/packs/<128-bit random name in hex>": the
+// objects' bytes one after the other, then an index of (ID, kind,
+// offset, length) per object. A writer seals its pack at
+// Config.PackBytes (8 MiB) and starts another, so a commit of 1,000
+// scattered changes into 10M entries stores two blobs, its pack and its
+// root, where it would store about 1,800 objects each on its own: one
+// blob store write and one file per blob, not per object. A node names
+// where each child is stored in a locations trailer that follows the
+// node's bytes and is not part of its ID: the same entries make the same
+// tree, wherever its objects are. A child with no location is an object
+// stored on its own under "_graveler/ranges/<id>" or
+// "_graveler/metaranges/<id>", as versions before packs stored every
+// object and as Config.Unpacked still does; such trees are read and
+// written onto as they are, and a write onto one passes its untouched
+// subtrees through where they are.
+//
+// Because a location is no part of an ID, the same ID may be stored more
+// than once: the same entries written again (a revert, a commit tried
+// again) make a root of an ID already stored, with other packs. Put
+// replaces the stored root, so the root is written only once every pack
+// it names is durable (Durability), and a root read earlier, which names
+// the packs of the root it replaced, stays good (Garbage collection). A
+// reader that meets a missing object below a root it holds reads the
+// root again from the store (past a CachedBlobStore's copy) and goes on
+// from the same place, the shape being that of the ID; a write fails
+// once and reads the root again for the next.
 //
 // # File format
 //
@@ -33,6 +62,27 @@
 //	footer = u64 indexOffset, u64 indexLength (without its crc),
 //	         u64 records, [u32 level,] u32 magic 0x47524e47, u32 version,
 //	         u32 crc32c(the preceding footer bytes)
+//
+// A node that names a packed child is followed by a locations trailer:
+//
+//	trailer = body u32 len(body) u32 0x47524c43 ("GRLC")
+//	          u32 crc32c(body and its length)
+//	body    = uvarint(npacks) pack[16]* loc*   ; one loc per child, in order
+//	loc     = uvarint(0)                       ; stored on its own
+//	        | uvarint(k) uvarint(offset) uvarint(length)  ; in the k-th pack
+//
+// The word before a node's last four bytes is its version (1 or 2)
+// without a trailer, the trailer's magic with one. A pack is
+//
+//	pack   = object* index crc32c(index) footer
+//	index  = (id[32] u8 kind uvarint(offset) uvarint(length))*  ; kind 0 range, 1 node
+//	footer = u64 indexOffset, u64 indexLength, u64 count,
+//	         u32 0x4752504b ("GRPK"), u32 version (1),
+//	         u32 crc32c(the preceding footer bytes)
+//
+// The index is for a collector, which keeps a pack while any object in
+// it is live; readers reach an object through the location its parent
+// gives and check it against its ID like any object.
 //
 // Version 1 (no level) is a range, or the root of a tree written by the
 // one-level format this package wrote before (a single "metarange" of
@@ -82,9 +132,10 @@
 // been cut by the end of the stream, so it passes only when nothing
 // follows it. Otherwise Apply descends into it. A change therefore
 // rewrites the range it falls in and the nodes above it (plus what a
-// moved boundary drags in), O(levels) objects. Objects are written by
-// Config.WriteParallelism goroutines; a failed write fails the Apply, and
-// the root is written only after every other object is. Diff (and so
+// moved boundary drags in), O(levels) objects. Packs are stored two at a
+// time while the next fills (objects on their own, with Config.Unpacked,
+// by Config.WriteParallelism goroutines); a failed write fails the
+// Apply, and the root is written only after every other object is. Diff (and so
 // Merge) skips a pair of subtrees with equal IDs at equal levels without
 // reading either, descending one level at a time where they differ; Get
 // and SeekGE descend one path.
@@ -93,10 +144,13 @@
 //
 // A tree's ID is handed out only once every object under it is durable,
 // since a commit record naming it may be stored at once: a writer takes a
-// Syncer (BlobStore.BeginWrites) before its first write and syncs it
-// after writing the root, while it checks the children's times, and
-// again once the check is done (which costs little: the first flushed
-// the writes), so what the check touched or relied on is durable too.
+// Syncer (BlobStore.BeginWrites) before its first write and syncs it once
+// every pack is written, while it checks the children's times; then it
+// writes the root and syncs again (which costs little: the first flushed
+// the packs), so the root and what the check touched or relied on are
+// durable too. The root waits for the first sync because it may replace
+// a root of the same ID that a recorded commit names (Packs): it must
+// not name a pack a crash could still lose.
 // A file:// namespace writes each new object
 // without an fsync and syncs with one syncfs of its file system (on
 // Linux; elsewhere every object is fsynced as it is written), which also
@@ -112,19 +166,26 @@
 // # Caches
 //
 // Decoded inner nodes are kept in an LRU bounded by their stored bytes
-// (NodeCacheBytes, default 64 MiB), and decoded ranges in one bounded
-// likewise (RangeCacheBytes, default 64 MiB), keyed by namespace and ID.
-// Objects never change, so nothing is ever invalidated. Apply reads the
+// (NodeCacheBytes, default 64 MiB), keyed by namespace, ID and location
+// (two copies of a node may place its children in different packs), and
+// decoded ranges in one bounded likewise (RangeCacheBytes, default 64
+// MiB), keyed by namespace and ID (every copy of a range is the same
+// bytes). Stored objects never change; only a root can be replaced by
+// another of its ID, so a written root is not kept (it is read from the
+// store when first used) and a root held is read again when an object
+// below it is missing (Packs). Apply reads the
 // ranges its changes fall in ahead of its walk (16 at a time, from a
 // window of 1,024 changes); one range is read once however many readers
 // want it at the same time.
 //
 // # Verification
 //
-// ReadTreeNode, ReadMetaRange (every inner node of a tree, returning its
-// ranges), RangeExists, VerifyRange, TreeObjects and CheckTreeStored check
-// stored objects for a consistency checker (package fsck) and a collector,
-// reading the blob store directly and bypassing the caches;
+// ReadTreeNode (a root), ReadChildNode (a node where its parent places
+// it), ReadMetaRange (every inner node of a tree, returning its ranges),
+// RangeExists, VerifyRange, TreeObjects, CheckTreeStored and
+// ReadPackIndex check stored objects for a consistency checker (package
+// fsck) and a collector, reading the blob store directly and bypassing
+// the caches;
 // RangeSummary.Matches and TreeNode.Matches compare a verified object with
 // the entry its parent holds for it (bounds, count, size). They are safe
 // for concurrent use.
@@ -132,11 +193,14 @@
 // # Garbage collection
 //
 // A Manager never deletes an object. A collector (the cleaner's GC)
-// marks every object of every tree a commit references (TreeObjects; a
-// subtree already marked is not walked again) and deletes the objects
-// no commit references once their modification time (BlobStore.List,
-// Stat) is older than its grace period, measured from when it began
-// reading the commits. A commit recorded after that must therefore
+// marks every object of every tree a commit references, by ID
+// (TreeObjects; a subtree already marked is not walked again), and
+// deletes the blobs that hold no marked object once their modification
+// time (BlobStore.List, Stat) is older than its grace period, measured
+// from when it began reading the commits: an object stored on its own
+// when it is not marked, a pack when no object its index lists is (so
+// the packs of a root that another of its ID replaced stay while the
+// tree is live, for the readers that hold that root). A commit recorded after that must therefore
 // reference only objects modified since, and so a tree's ID is handed out
 // only once every child each new node references was written or touched
 // (BlobStore.Touch) within Config.GCGrace/2: Apply passes subtrees
@@ -153,8 +217,12 @@
 // entries names about 88,000 children. An object a new
 // node would reference that is gone fails the write. What the grace
 // cannot cover, a collector deleting an old object in the instant a
-// commit stores it again (its Stat then its Delete), is closed outside
-// this package: gravelerd wraps its Manager with package gcfence.
+// commit stores it again or touches it (its Stat then its Delete), is
+// closed outside this package: gravelerd wraps its Manager with package
+// gcfence. Packs take fresh names, so the object a commit stores again is
+// a root, or an object stored on its own (Config.Unpacked, or an older
+// version); the packs a commit passes objects through from are touched,
+// as objects stored on their own are.
 //
 // # Concurrency
 //
@@ -168,8 +236,9 @@
 // Unknown metarange: graveler.ErrMetaRangeNotFound. Missing entry (Get):
 // graveler.ErrEntryNotFound. Malformed ID: ErrInvalidID (wraps
 // graveler.ErrInvalidArgument). Damaged or mismatching object: ErrCorrupt.
-// A missing range or inner node named by a tree, or gone when a new node
-// would reference it: an error wrapping ErrBlobNotFound.
+// A missing range, inner node or pack named by a tree, or gone when a new
+// node would reference it: an error wrapping ErrBlobNotFound. A slice of
+// a pack past its end: ErrCorrupt (wrapping ErrShortBlob).
 // Changes or iterator input out of order, repeated, with an empty key, or
 // (WriteMetaRangeByIterator) a tombstone: errors wrapping
 // graveler.ErrInvalidArgument. Nothing changed: graveler.ErrNoChanges.

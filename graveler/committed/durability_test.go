@@ -31,6 +31,22 @@ type crashStore struct {
 	failures, failPut, puts int
 	// open counts the Syncers taken and not closed.
 	open int
+	// beforePut, when set, is called with each name Put is about to
+	// store, without the lock.
+	beforePut func(name string)
+}
+
+// pendingUnder counts the unsynced objects whose names start with prefix.
+func (s *crashStore) pendingUnder(prefix string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for k := range s.pending {
+		if _, name, _ := strings.Cut(k, "\x00"); strings.HasPrefix(name, prefix) {
+			n++
+		}
+	}
+	return n
 }
 
 var errWriteBack = errors.New("crashStore: write-back failed")
@@ -38,6 +54,9 @@ var errWriteBack = errors.New("crashStore: write-back failed")
 func (s *crashStore) Put(ctx context.Context, ns graveler.StorageNamespace, name string, data []byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if s.beforePut != nil {
+		s.beforePut(name)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -57,6 +76,19 @@ func (s *crashStore) Get(ctx context.Context, ns graveler.StorageNamespace, name
 		return append([]byte(nil), data...), nil
 	}
 	return s.BlobStore.Get(ctx, ns, name)
+}
+
+func (s *crashStore) GetRange(ctx context.Context, ns graveler.StorageNamespace, name string, offset, length int64) ([]byte, error) {
+	s.mu.Lock()
+	data, ok := s.pending[string(ns)+"\x00"+name]
+	s.mu.Unlock()
+	if !ok {
+		return s.BlobStore.GetRange(ctx, ns, name, offset, length)
+	}
+	if offset+length > int64(len(data)) {
+		return nil, ErrShortBlob
+	}
+	return append([]byte(nil), data[offset:offset+length]...), nil
 }
 
 func (s *crashStore) Exists(ctx context.Context, ns graveler.StorageNamespace, name string) (bool, error) {
@@ -236,6 +268,54 @@ func TestTreeDurableWhenIDReturned(t *testing.T) {
 	}
 }
 
+// TestRootReplacedOnlyOverDurablePacks: the same entries written again
+// (a revert, a retried commit) make a root of an ID already stored, maybe
+// named by a recorded commit, and Put replaces it with one naming this
+// write's packs. So the root goes to the store only once every pack it
+// names is durable: a crash between the two would leave the recorded
+// commit's tree naming packs that are lost.
+func TestRootReplacedOnlyOverDurablePacks(t *testing.T) {
+	ctx := context.Background()
+	durable := NewBucketStore(BucketConfig{})
+	t.Cleanup(func() { durable.Close() })
+	ns := graveler.StorageNamespace("mem://root-replaced")
+	cfg := multiLevelConfig()
+	recs := numbered(400, "v")
+	first := write(t, NewManager(durable, cfg), ns, recs)
+
+	store := &crashStore{BlobStore: durable, pending: map[string][]byte{}}
+	roots := 0
+	store.beforePut = func(name string) {
+		if !strings.HasPrefix(name, metarangesPrefix) {
+			return
+		}
+		roots++
+		if n := store.pendingUnder(packsPrefix); n != 0 {
+			t.Errorf("the root %s was stored with %d packs not yet durable", name, n)
+		}
+	}
+	again, err := NewManager(store, cfg).WriteMetaRangeByIterator(ctx, ns, newSliceIter(recs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again != first || roots != 1 {
+		t.Fatalf("the same entries gave %s, then %s (%d roots stored)", first, again, roots)
+	}
+	if lost := store.crash(); lost != 0 {
+		t.Fatalf("%d objects unsynced when the ID was returned", lost)
+	}
+	root, err := ReadTreeNode(ctx, durable, ns, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !root.Children[0].Loc.Packed() {
+		t.Fatal("the rewritten root names no pack")
+	}
+	if err := CheckTreeStored(ctx, durable, ns, first); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestNamespaceMarkerDurable: the marker CheckNamespace writes (which the
 // cleaner needs to empty a deleted repository's namespace) survives a
 // crash right after it returns.
@@ -268,6 +348,8 @@ func TestWriteBackFailureFailsTheWriter(t *testing.T) {
 	t.Cleanup(func() { durable.Close() })
 	ns := graveler.StorageNamespace("mem://write-back")
 	cfg := multiLevelConfig()
+	// Packs of a few objects, so that the write makes several Puts.
+	cfg.PackBytes = 2 << 10
 	recs := numbered(400, "v")
 	for _, failPut := range []int{1, 5} {
 		store := &crashStore{BlobStore: durable, pending: map[string][]byte{}, failPut: failPut}

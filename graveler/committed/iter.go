@@ -3,6 +3,7 @@ package committed
 import (
 	"bytes"
 	"context"
+	"errors"
 
 	"graveler/graveler"
 )
@@ -16,11 +17,15 @@ type cursor struct {
 	ctx   context.Context
 	m     *Manager
 	ns    graveler.StorageNamespace
+	id    graveler.MetaRangeID
 	root  *treeNode
 	stack []frame
 	it    *rangeIter
 	rec   *graveler.ValueRecord
 	err   error
+	// reloaded: the root was read again from the store once, after an
+	// object it led to was missing (see Manager.reloadRoot).
+	reloaded bool
 }
 
 // frame is a node being walked; n.children[i] is the current subtree.
@@ -29,8 +34,8 @@ type frame struct {
 	i int
 }
 
-func newCursor(ctx context.Context, m *Manager, ns graveler.StorageNamespace, root *treeNode) *cursor {
-	c := &cursor{ctx: ctx, m: m, ns: ns, root: root, stack: []frame{{n: root}}}
+func newCursor(ctx context.Context, m *Manager, ns graveler.StorageNamespace, id graveler.MetaRangeID, root *treeNode) *cursor {
+	c := &cursor{ctx: ctx, m: m, ns: ns, id: id, root: root, stack: []frame{{n: root}}}
 	c.normalize()
 	return c
 }
@@ -96,14 +101,22 @@ func (c *cursor) descend(key graveler.Key) {
 	if t.n.level > 1 {
 		n, err := c.m.loadChild(c.ctx, c.ns, d, t.n.level)
 		if err != nil {
+			if c.retry(err) {
+				c.descend(key)
+				return
+			}
 			c.fail(err)
 			return
 		}
 		c.stack = append(c.stack, frame{n: n})
 		return
 	}
-	f, err := c.m.loadRange(c.ctx, c.ns, d.ID)
+	f, err := c.m.loadRange(c.ctx, c.ns, d)
 	if err != nil {
+		if c.retry(err) {
+			c.descend(key)
+			return
+		}
 		c.fail(err)
 		return
 	}
@@ -116,6 +129,36 @@ func (c *cursor) descend(key graveler.Key) {
 	} else {
 		c.skip()
 	}
+}
+
+// retry reports whether a failed load is worth one more try: an object
+// missing where a cached root led, the first time. The root is read
+// again from the store, and the path walked so far is followed again
+// through it: the same ID has the same shape, only (perhaps) other
+// copies of its objects.
+func (c *cursor) retry(err error) bool {
+	if c.reloaded || c.id == "" || !errors.Is(err, ErrBlobNotFound) {
+		return false
+	}
+	c.reloaded = true
+	root, rerr := c.m.reloadRoot(c.ctx, c.ns, c.id)
+	if rerr != nil {
+		return false
+	}
+	stack := []frame{{n: root, i: c.stack[0].i}}
+	for k := 1; k < len(c.stack); k++ {
+		p := stack[k-1]
+		if p.i >= len(p.n.children) || len(p.n.children) != len(c.stack[k-1].n.children) {
+			return false
+		}
+		n, err := c.m.loadChild(c.ctx, c.ns, &p.n.children[p.i], p.n.level)
+		if err != nil {
+			return false
+		}
+		stack = append(stack, frame{n: n, i: c.stack[k].i})
+	}
+	c.root, c.stack = root, stack
+	return true
 }
 
 // record returns the current record, reading down from a header; nil

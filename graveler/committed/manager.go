@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -58,8 +59,16 @@ type Config struct {
 	// BlockSize is the target size of a data block within a range file.
 	BlockSize int
 	// WriteParallelism bounds the objects one Apply or tree write has in
-	// flight at once.
+	// flight at once (with Unpacked; packs are stored two at a time).
 	WriteParallelism int
+	// PackBytes: a writer seals the pack it fills once it holds this many
+	// bytes of objects (default DefaultPackBytes).
+	PackBytes int
+	// Unpacked writes every range and inner node as an object of its
+	// own, as versions before packs did, instead of in packs: one blob
+	// store write per object rather than one per PackBytes. For
+	// comparison and for tests; trees of either kind read the same.
+	Unpacked bool
 	// NodeCacheBytes bounds the decoded inner nodes kept, by stored size.
 	NodeCacheBytes int
 	// RangeCacheBytes bounds the decoded range files kept, by their size.
@@ -107,6 +116,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.WriteParallelism <= 0 {
 		c.WriteParallelism = DefaultWriteParallelism
+	}
+	if c.PackBytes <= 0 {
+		c.PackBytes = DefaultPackBytes
 	}
 	if c.NodeCacheBytes <= 0 {
 		c.NodeCacheBytes = DefaultNodeCacheBytes
@@ -168,28 +180,25 @@ func (m *Manager) loadRoot(ctx context.Context, ns graveler.StorageNamespace, id
 	if err := checkMetaRangeID(id); err != nil {
 		return nil, err
 	}
-	n, err := m.loadNode(ctx, ns, id)
+	n, err := m.loadNode(ctx, ns, id, Location{})
 	if errors.Is(err, ErrBlobNotFound) {
 		return nil, fmt.Errorf("%w: %s", graveler.ErrMetaRangeNotFound, id)
 	}
 	return n, err
 }
 
-// loadNode returns a decoded inner node (IDs come from checked parents or
-// the caller).
-func (m *Manager) loadNode(ctx context.Context, ns graveler.StorageNamespace, id graveler.MetaRangeID) (*treeNode, error) {
-	key := rangeCacheKey(ns, string(id))
+// loadNode returns a decoded inner node stored at loc (IDs come from
+// checked parents or the caller).
+func (m *Manager) loadNode(ctx context.Context, ns graveler.StorageNamespace, id graveler.MetaRangeID, loc Location) (*treeNode, error) {
+	key := nodeCacheKey(ns, string(id), loc)
 	if n, ok := m.nodes.get(key); ok {
 		return n, nil
 	}
-	data, err := m.blobs.Get(ctx, ns, metaRangeBlobName(id))
+	data, err := m.readObject(ctx, ns, metaRangeBlobName(id), loc)
 	if err != nil {
 		return nil, fmt.Errorf("committed: read metarange %s: %w", id, err)
 	}
-	if contentID(data) != string(id) {
-		return nil, fmt.Errorf("%w: metarange %s: content hash differs", ErrCorrupt, id)
-	}
-	n, err := decodeNode(data)
+	n, err := decodeStoredNode(data, string(id))
 	if err != nil {
 		return nil, fmt.Errorf("committed: metarange %s: %w", id, err)
 	}
@@ -197,10 +206,29 @@ func (m *Manager) loadNode(ctx context.Context, ns graveler.StorageNamespace, id
 	return n, nil
 }
 
+// readObject reads an object stored at loc, or on its own under name.
+func (m *Manager) readObject(ctx context.Context, ns graveler.StorageNamespace, name string, loc Location) ([]byte, error) {
+	if loc.Packed() {
+		return m.blobs.GetRange(ctx, ns, packsPrefix+loc.Pack, loc.Offset, loc.Length)
+	}
+	return m.blobs.Get(ctx, ns, name)
+}
+
+// nodeCacheKey keys a decoded inner node by where it is stored as well
+// as by its ID: two copies of a node, in different packs, may place its
+// children in different packs too, and a collector keeps the copies a
+// live tree names, not every copy.
+func nodeCacheKey(ns graveler.StorageNamespace, id string, loc Location) string {
+	if !loc.Packed() {
+		return rangeCacheKey(ns, id)
+	}
+	return rangeCacheKey(ns, id) + "\x00" + loc.Pack + "\x00" + strconv.FormatInt(loc.Offset, 10)
+}
+
 // loadChild loads child d of a node at level parent, checking that it is
 // at the level the parent puts it.
 func (m *Manager) loadChild(ctx context.Context, ns graveler.StorageNamespace, d *RangeDescriptor, parent int) (*treeNode, error) {
-	n, err := m.loadNode(ctx, ns, graveler.MetaRangeID(d.ID))
+	n, err := m.loadNode(ctx, ns, graveler.MetaRangeID(d.ID), d.Loc)
 	if err != nil {
 		return nil, err
 	}
@@ -210,8 +238,11 @@ func (m *Manager) loadChild(ctx context.Context, ns graveler.StorageNamespace, d
 	return n, nil
 }
 
-func (m *Manager) loadRange(ctx context.Context, ns graveler.StorageNamespace, id graveler.RangeID) (*rangeFile, error) {
+// loadRange returns the decoded range d names. Ranges are cached by ID
+// alone: every copy of one holds the same bytes.
+func (m *Manager) loadRange(ctx context.Context, ns graveler.StorageNamespace, d *RangeDescriptor) (*rangeFile, error) {
 	// IDs come from decoded nodes, which checked them.
+	id, loc := d.ID, d.Loc
 	key := rangeCacheKey(ns, string(id))
 	if f, ok := m.ranges.get(key); ok {
 		return f, nil
@@ -226,7 +257,7 @@ func (m *Manager) loadRange(ctx context.Context, ns graveler.StorageNamespace, i
 		}
 		if l.err != nil && ctx.Err() == nil && (errors.Is(l.err, context.Canceled) || errors.Is(l.err, context.DeadlineExceeded)) {
 			// The reader that started it gave up; this caller has not.
-			return m.loadRange(ctx, ns, id)
+			return m.loadRange(ctx, ns, d)
 		}
 		return l.f, l.err
 	}
@@ -239,7 +270,7 @@ func (m *Manager) loadRange(ctx context.Context, ns graveler.StorageNamespace, i
 	l := &rangeLoad{done: make(chan struct{})}
 	m.loading[key] = l
 	m.mu.Unlock()
-	l.f, l.err = m.readRange(ctx, ns, id)
+	l.f, l.err = m.readRange(ctx, ns, id, loc)
 	if l.err == nil {
 		m.ranges.add(key, l.f, len(l.f.data))
 	}
@@ -250,8 +281,8 @@ func (m *Manager) loadRange(ctx context.Context, ns graveler.StorageNamespace, i
 	return l.f, l.err
 }
 
-func (m *Manager) readRange(ctx context.Context, ns graveler.StorageNamespace, id graveler.RangeID) (*rangeFile, error) {
-	data, err := m.blobs.Get(ctx, ns, rangeBlobName(id))
+func (m *Manager) readRange(ctx context.Context, ns graveler.StorageNamespace, id graveler.RangeID, loc Location) (*rangeFile, error) {
+	data, err := m.readObject(ctx, ns, rangeBlobName(id), loc)
 	if err != nil {
 		return nil, fmt.Errorf("committed: read range %s: %w", id, err)
 	}
@@ -274,6 +305,53 @@ func (m *Manager) Get(ctx context.Context, ns graveler.StorageNamespace, id grav
 	if err != nil {
 		return nil, err
 	}
+	v, err := m.get(ctx, ns, n, key)
+	if errors.Is(err, ErrBlobNotFound) && id != "" {
+		// Perhaps a stale copy of the root: read it again (reloadRoot).
+		if n, rerr := m.reloadRoot(ctx, ns, id); rerr == nil {
+			return m.get(ctx, ns, n, key)
+		}
+	}
+	return v, err
+}
+
+// reloadRoot reads root id again from the store itself, past any copy a
+// cache keeps, and replaces the Manager's copy. A cached root may name
+// packs that are gone: the same entries written again store a root of the
+// same ID naming other packs, and a collector keeps the packs the stored
+// root names (and those holding a live object) but not a replaced root's
+// others once its tree is gone, as when a repository is deleted and
+// another writes the same tree to the same namespace. The shape is the
+// same, as the ID is; only where the objects are may differ.
+func (m *Manager) reloadRoot(ctx context.Context, ns graveler.StorageNamespace, id graveler.MetaRangeID) (*treeNode, error) {
+	name := metaRangeBlobName(id)
+	var data []byte
+	var err error
+	if rr, ok := m.blobs.(rereader); ok {
+		data, err = rr.reread(ctx, ns, name)
+	} else {
+		data, err = m.blobs.Get(ctx, ns, name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("committed: read metarange %s: %w", id, err)
+	}
+	n, err := decodeStoredNode(data, string(id))
+	if err != nil {
+		return nil, fmt.Errorf("committed: metarange %s: %w", id, err)
+	}
+	m.nodes.set(rangeCacheKey(ns, string(id)), n, n.stored)
+	return n, nil
+}
+
+// rereader is a store that keeps copies of objects (CachedBlobStore) and
+// can read one again from the store behind it, replacing its copy.
+type rereader interface {
+	reread(ctx context.Context, ns graveler.StorageNamespace, name string) ([]byte, error)
+}
+
+// get looks key up in the tree under root n.
+func (m *Manager) get(ctx context.Context, ns graveler.StorageNamespace, n *treeNode, key graveler.Key) (*graveler.Value, error) {
+	var err error
 	for {
 		i := n.find(key)
 		if i == len(n.children) || bytes.Compare(key, n.children[i].MinKey) < 0 {
@@ -286,7 +364,7 @@ func (m *Manager) Get(ctx context.Context, ns graveler.StorageNamespace, id grav
 			}
 			continue
 		}
-		f, err := m.loadRange(ctx, ns, d.ID)
+		f, err := m.loadRange(ctx, ns, d)
 		if err != nil {
 			return nil, err
 		}
@@ -307,7 +385,7 @@ func (m *Manager) List(ctx context.Context, ns graveler.StorageNamespace, id gra
 	if err != nil {
 		return nil, err
 	}
-	return &listIter{c: newCursor(ctx, m, ns, root), pending: true}, nil
+	return &listIter{c: newCursor(ctx, m, ns, id, root), pending: true}, nil
 }
 
 // Exists reports whether a tree is stored; the empty tree always is.

@@ -90,7 +90,7 @@ func (m *Manager) mergeChanges(ctx context.Context, ns graveler.StorageNamespace
 	if err != nil {
 		return nil, err
 	}
-	return &mergeIter{diff: diff, dest: newCursor(ctx, m, ns, dmr), strategy: strategy}, nil
+	return &mergeIter{diff: diff, dest: newCursor(ctx, m, ns, destination, dmr), strategy: strategy}, nil
 }
 
 // mergeIter turns the diff base→source into the changes to apply onto

@@ -35,6 +35,17 @@ type RangeDescriptor struct {
 	// entries for a leaf, its child entries for an inner node): the measure
 	// its content-defined boundary was chosen by.
 	EstimatedSize int
+	// Loc is where the child is stored; not part of the parent's ID.
+	Loc Location
+}
+
+// blobName is the blob holding child d of a node at level parent: its
+// pack, or its own object.
+func (d *RangeDescriptor) blobName(parent int) string {
+	if d.Loc.Packed() {
+		return packsPrefix + d.Loc.Pack
+	}
+	return childBlobName(parent-1, d.ID)
 }
 
 // treeNode is a decoded inner node (or a one-level tree's metarange, read
@@ -110,7 +121,10 @@ func nodeEntryLen(r *RangeDescriptor) int {
 // key MaxKey, identity the child's ID as 32 raw bytes, data nodeEntryData.
 // Keying by MaxKey lets a lookup find the one child that can hold a key
 // with a single search.
-func encodeNode(level int, children []RangeDescriptor, blockSize int) (data []byte, size int) {
+//
+// When a child is packed, a locations trailer follows (appendLocations);
+// id hashes the node's bytes without it.
+func encodeNode(level int, children []RangeDescriptor, blockSize int) (data []byte, id string, size int) {
 	// Room for the records, the index (two keys a block) and the footer,
 	// so that the buffer seldom grows; it is the node's own.
 	est := 0
@@ -120,15 +134,22 @@ func encodeNode(level int, children []RangeDescriptor, blockSize int) (data []by
 	b := newRangeBuilder(blockSize, make([]byte, 0, est+est/8+256))
 	b.level = level
 	var d []byte
-	var id [sha256.Size]byte
+	var raw [sha256.Size]byte
+	packed := false
 	for i := range children {
 		r := &children[i]
 		d = nodeEntryData(d[:0], r)
-		hex.Decode(id[:], []byte(r.ID))
-		b.add(r.MaxKey, id[:], d)
+		hex.Decode(raw[:], []byte(r.ID))
+		b.add(r.MaxKey, raw[:], d)
+		packed = packed || r.Loc.Packed()
 	}
 	size = b.size
-	return b.take(), size
+	data = b.take()
+	id = contentID(data)
+	if packed {
+		data = appendLocations(data, children)
+	}
+	return data, id, size
 }
 
 // encodeMetaRange writes the one-level format (version 1): a range file of

@@ -14,6 +14,9 @@ const (
 	// MetaRangesPrefix holds the trees' roots and inner nodes (which share
 	// one format): MetaRangesPrefix + id.
 	MetaRangesPrefix = metarangesPrefix
+	// PacksPrefix holds packs, each of many ranges and inner nodes:
+	// PacksPrefix + a random name of 32 hex digits.
+	PacksPrefix = packsPrefix
 )
 
 // ObjectKind says what a committed object is.
@@ -22,6 +25,7 @@ type ObjectKind int
 const (
 	ObjectRange ObjectKind = iota + 1
 	ObjectMetaRange
+	ObjectPack
 )
 
 func (k ObjectKind) String() string {
@@ -30,6 +34,8 @@ func (k ObjectKind) String() string {
 		return "range"
 	case ObjectMetaRange:
 		return "metarange"
+	case ObjectPack:
+		return "pack"
 	}
 	return "unknown"
 }
@@ -41,10 +47,14 @@ func RangeObjectName(id graveler.RangeID) string { return rangeBlobName(id) }
 // inner node.
 func MetaRangeObjectName(id graveler.MetaRangeID) string { return metaRangeBlobName(id) }
 
-// ParseObjectName tells a range's or a metarange's blob name from any
-// other (a temporary file a backend left, a marker): ok only for exactly
-// RangesPrefix or MetaRangesPrefix followed by a valid ID.
+// ParseObjectName tells a range's, a metarange's or a pack's blob name
+// from any other (a temporary file a backend left, a marker): ok only for
+// exactly RangesPrefix or MetaRangesPrefix followed by a valid ID, or
+// PacksPrefix followed by a valid pack name (the id returned).
 func ParseObjectName(name string) (kind ObjectKind, id string, ok bool) {
+	if s, found := strings.CutPrefix(name, packsPrefix); found && validPackID(s) {
+		return ObjectPack, s, true
+	}
 	if s, found := strings.CutPrefix(name, rangesPrefix); found && validID(s) {
 		return ObjectRange, s, true
 	}

@@ -20,7 +20,8 @@ import (
 	"graveler/graveler/committed/blobtest"
 )
 
-// meteredStore counts the objects and bytes written and the objects read.
+// meteredStore counts the blobs and bytes written (a pack is one blob)
+// and the objects read.
 type meteredStore struct {
 	committed.BlobStore
 	puts, putBytes, gets atomic.Int64
@@ -35,6 +36,13 @@ func (s *meteredStore) Put(ctx context.Context, ns graveler.StorageNamespace, na
 func (s *meteredStore) Get(ctx context.Context, ns graveler.StorageNamespace, name string) ([]byte, error) {
 	s.gets.Add(1)
 	return s.BlobStore.Get(ctx, ns, name)
+}
+
+// GetRange counts as an object read: the objects of a pack are read one
+// by one, each with a GetRange.
+func (s *meteredStore) GetRange(ctx context.Context, ns graveler.StorageNamespace, name string, offset, length int64) ([]byte, error) {
+	s.gets.Add(1)
+	return s.BlobStore.GetRange(ctx, ns, name, offset, length)
 }
 
 func scalingKey(i int) string { return fmt.Sprintf("data/part-%08d.parquet", i) }
@@ -119,7 +127,9 @@ func scalingConfig(b *testing.B) committed.Config {
 // BenchmarkCommitScaling bulk-builds a head of N entries, then applies
 // commits of 1,000 changed keys, spread at random or contiguous, each
 // onto the head with a fresh set of keys, on the file store and on the S3
-// fake. It reports per commit: wall time, bytes and objects written and
+// fake, with objects stored in packs and (COMMIT_SCALING_UNPACKED=1, as
+// the baseline of the same run) each on its own. It reports per commit:
+// wall time, bytes and blobs written (objects_written: a pack is one) and
 // objects read (a server's warm caches: one Manager for all commits).
 //
 //	COMMIT_SCALING_N=10000,100000,1000000 go test -run '^$' -bench CommitScaling -benchtime 5x ./graveler/committed/
@@ -138,56 +148,64 @@ func BenchmarkCommitScaling(b *testing.B) {
 			return committed.NewBucketStore(fake.Config), graveler.StorageNamespace("s3://bench/data")
 		}},
 	}
+	packing := []string{"packed"}
+	if os.Getenv("COMMIT_SCALING_UNPACKED") == "1" {
+		packing = append(packing, "unpacked")
+	}
 	for _, st := range stores {
 		for _, n := range scalingSizes() {
-			b.Run(fmt.Sprintf("store=%s/n=%d", st.name, n), func(b *testing.B) {
-				blobs, ns := st.open(b)
-				defer blobs.Close()
-				ms := &meteredStore{BlobStore: blobs}
-				m := committed.NewManager(ms, scalingConfig(b))
-				ctx := context.Background()
-				start := time.Now()
-				head, err := m.WriteMetaRangeByIterator(ctx, ns, &genIter{n: n})
-				if err != nil {
-					b.Fatal(err)
-				}
-				buildMS, headObjects := time.Since(start).Milliseconds(), ms.puts.Load()
-				for _, layout := range []string{"random", "contiguous"} {
-					b.Run("layout="+layout, func(b *testing.B) {
-						r := rand.New(rand.NewPCG(uint64(n), 7))
-						var elapsed, cpu time.Duration
-						puts, bytes, gets := ms.puts.Load(), ms.putBytes.Load(), ms.gets.Load()
-						iter := 0
-						for b.Loop() {
-							iter++
-							changes := scalingChanges(r, n, k, layout == "random", uint64(iter)+1)
-							t0, c0 := time.Now(), processCPU()
-							// Labelled so a CPU profile of the run can keep the
-							// commits apart from the bulk build
-							// (go tool pprof -tagfocus phase=commit).
-							var err error
-							pprof.Do(ctx, pprof.Labels("phase", "commit"), func(ctx context.Context) {
-								_, _, err = m.Apply(ctx, ns, head, &recIter{recs: changes}, graveler.ApplyOptions{})
-							})
-							if err != nil {
-								b.Fatal(err)
+			for _, pk := range packing {
+				b.Run(fmt.Sprintf("store=%s/n=%d/%s", st.name, n, pk), func(b *testing.B) {
+					blobs, ns := st.open(b)
+					defer blobs.Close()
+					ms := &meteredStore{BlobStore: blobs}
+					cfg := scalingConfig(b)
+					cfg.Unpacked = pk == "unpacked"
+					m := committed.NewManager(ms, cfg)
+					ctx := context.Background()
+					start := time.Now()
+					head, err := m.WriteMetaRangeByIterator(ctx, ns, &genIter{n: n})
+					if err != nil {
+						b.Fatal(err)
+					}
+					buildMS, headObjects := time.Since(start).Milliseconds(), ms.puts.Load()
+					for _, layout := range []string{"random", "contiguous"} {
+						b.Run("layout="+layout, func(b *testing.B) {
+							r := rand.New(rand.NewPCG(uint64(n), 7))
+							var elapsed, cpu time.Duration
+							puts, bytes, gets := ms.puts.Load(), ms.putBytes.Load(), ms.gets.Load()
+							iter := 0
+							for b.Loop() {
+								iter++
+								changes := scalingChanges(r, n, k, layout == "random", uint64(iter)+1)
+								t0, c0 := time.Now(), processCPU()
+								// Labelled so a CPU profile of the run can keep the
+								// commits apart from the bulk build
+								// (go tool pprof -tagfocus phase=commit).
+								var err error
+								pprof.Do(ctx, pprof.Labels("phase", "commit"), func(ctx context.Context) {
+									_, _, err = m.Apply(ctx, ns, head, &recIter{recs: changes}, graveler.ApplyOptions{})
+								})
+								if err != nil {
+									b.Fatal(err)
+								}
+								elapsed += time.Since(t0)
+								cpu += processCPU() - c0
 							}
-							elapsed += time.Since(t0)
-							cpu += processCPU() - c0
-						}
-						ops := float64(b.N)
-						b.ReportMetric(float64(elapsed.Microseconds())/1000/ops, "commit_ms")
-						// CPU time (user and system, every thread) is less at the
-						// mercy of other jobs on a shared machine than wall time.
-						b.ReportMetric(float64(cpu.Microseconds())/1000/ops, "cpu_ms")
-						b.ReportMetric(float64(ms.putBytes.Load()-bytes)/ops, "bytes_written")
-						b.ReportMetric(float64(ms.puts.Load()-puts)/ops, "objects_written")
-						b.ReportMetric(float64(ms.gets.Load()-gets)/ops, "objects_read")
-						b.ReportMetric(float64(buildMS), "build_ms")
-						b.ReportMetric(float64(headObjects), "head_objects")
-					})
-				}
-			})
+							ops := float64(b.N)
+							b.ReportMetric(float64(elapsed.Microseconds())/1000/ops, "commit_ms")
+							// CPU time (user and system, every thread) is less at the
+							// mercy of other jobs on a shared machine than wall time.
+							b.ReportMetric(float64(cpu.Microseconds())/1000/ops, "cpu_ms")
+							b.ReportMetric(float64(ms.putBytes.Load()-bytes)/ops, "bytes_written")
+							b.ReportMetric(float64(ms.puts.Load()-puts)/ops, "objects_written")
+							b.ReportMetric(float64(ms.gets.Load()-gets)/ops, "objects_read")
+							b.ReportMetric(float64(buildMS), "build_ms")
+							b.ReportMetric(float64(headObjects), "head_objects")
+						})
+					}
+				})
+			}
 		}
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -82,34 +81,54 @@ func mustApply(t *testing.T, m *committed.Manager, ns graveler.StorageNamespace,
 	return id
 }
 
-// treeShape returns the blob names of tree id's objects by level (0:
-// ranges), read from the store.
-func treeShape(t *testing.T, blobs committed.BlobStore, ns graveler.StorageNamespace, id graveler.MetaRangeID) map[int]map[string]bool {
+// treeShape returns tree id's objects by level (0: ranges), read from
+// the store, each as its parent's entry for it (the root's has only its
+// ID), keyed by its ID and where it is stored: a subtree passed through
+// keeps both.
+func treeShape(t *testing.T, blobs committed.BlobStore, ns graveler.StorageNamespace, id graveler.MetaRangeID) map[int]map[string]committed.RangeDescriptor {
 	t.Helper()
-	out := map[int]map[string]bool{}
-	add := func(level int, name string) {
+	out := map[int]map[string]committed.RangeDescriptor{}
+	add := func(level int, d committed.RangeDescriptor) {
 		if out[level] == nil {
-			out[level] = map[string]bool{}
+			out[level] = map[string]committed.RangeDescriptor{}
 		}
-		out[level][name] = true
+		out[level][fmt.Sprintf("%s@%s:%d", d.ID, d.Loc.Pack, d.Loc.Offset)] = d
 	}
-	var walk func(id graveler.MetaRangeID)
-	walk = func(id graveler.MetaRangeID) {
-		n, err := committed.ReadTreeNode(context.Background(), blobs, ns, id)
+	var walk func(d committed.RangeDescriptor, root bool)
+	walk = func(d committed.RangeDescriptor, root bool) {
+		var n *committed.TreeNode
+		var err error
+		if root {
+			n, err = committed.ReadTreeNode(context.Background(), blobs, ns, graveler.MetaRangeID(d.ID))
+		} else {
+			n, err = committed.ReadChildNode(context.Background(), blobs, ns, d)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		add(n.Level, committed.MetaRangeObjectName(id))
+		add(n.Level, d)
 		for _, c := range n.Children {
 			if n.Level == 1 {
-				add(0, committed.RangeObjectName(c.ID))
+				add(0, c)
 			} else {
-				walk(graveler.MetaRangeID(c.ID))
+				walk(c, false)
 			}
 		}
 	}
-	walk(id)
+	walk(committed.RangeDescriptor{ID: graveler.RangeID(id)}, true)
 	return out
+}
+
+// storedBlob returns the blob holding object d of level (0: a range) and
+// the span of its bytes there.
+func storedBlob(d committed.RangeDescriptor, level int, size int) (name string, from, to int) {
+	if d.Loc.Packed() {
+		return committed.PackObjectName(d.Loc.Pack), int(d.Loc.Offset), int(d.Loc.Offset + d.Loc.Length)
+	}
+	if level == 0 {
+		return committed.RangeObjectName(d.ID), 0, size
+	}
+	return committed.MetaRangeObjectName(graveler.MetaRangeID(d.ID)), 0, size
 }
 
 func rootLevel(t *testing.T, blobs committed.BlobStore, ns graveler.StorageNamespace, id graveler.MetaRangeID) int {
@@ -232,7 +251,7 @@ func TestTreePassThroughEveryLevel(t *testing.T) {
 				for l := 0; l < levels; l++ {
 					shared, fresh := 0, 0
 					for n := range shape[l] {
-						if baseShape[l][n] {
+						if _, ok := baseShape[l][n]; ok {
 							shared++
 						} else {
 							fresh++
@@ -319,20 +338,22 @@ func TestTreeCorruptionAtEveryLevel(t *testing.T) {
 			shape := treeShape(t, blobs, ns, id)
 			levels := rootLevel(t, blobs, ns, id)
 			for l := levels; l >= 0; l-- {
-				names := slices.Sorted(func(yield func(string) bool) {
+				keys := slices.Sorted(func(yield func(string) bool) {
 					for n := range shape[l] {
 						if !yield(n) {
 							return
 						}
 					}
 				})
-				name := names[len(names)/2]
+				d := shape[l][keys[len(keys)/2]]
+				name, _, _ := storedBlob(d, l, 0)
 				data, err := blobs.Get(ctx, ns, name)
 				if err != nil {
 					t.Fatal(err)
 				}
+				_, from, to := storedBlob(d, l, len(data))
 				bad := bytes.Clone(data)
-				bad[len(bad)/3] ^= 0x10
+				bad[from+(to-from)/3] ^= 0x10
 				if err := blobs.Put(ctx, ns, name, bad); err != nil {
 					t.Fatal(err)
 				}
@@ -353,9 +374,7 @@ func TestTreeCorruptionAtEveryLevel(t *testing.T) {
 					if _, err := committed.ReadMetaRange(ctx, blobs, ns, id); !errors.Is(err, committed.ErrCorrupt) {
 						t.Errorf("level %d: ReadMetaRange: %v, want ErrCorrupt", l, err)
 					}
-				} else if !strings.HasPrefix(name, committed.RangesPrefix) {
-					t.Fatalf("level 0 object %s", name)
-				} else if _, err := committed.VerifyRange(ctx, blobs, ns, graveler.RangeID(strings.TrimPrefix(name, committed.RangesPrefix))); !errors.Is(err, committed.ErrCorrupt) {
+				} else if _, err := committed.VerifyRange(ctx, blobs, ns, d.ID, d.Loc); !errors.Is(err, committed.ErrCorrupt) {
 					t.Errorf("VerifyRange: %v, want ErrCorrupt", err)
 				}
 				if err := blobs.Put(ctx, ns, name, data); err != nil {

@@ -38,7 +38,7 @@ func TestTreeNodeMatchesParentEntry(t *testing.T) {
 		t.Fatalf("root of level %d", root.Level)
 	}
 	d := root.Children[len(root.Children)/2]
-	child, err := ReadTreeNode(ctx, store, ns, graveler.MetaRangeID(d.ID))
+	child, err := ReadChildNode(ctx, store, ns, d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,12 +62,12 @@ func TestTreeNodeMatchesParentEntry(t *testing.T) {
 	// A range against its level-1 node's entry.
 	n := child
 	for n.Level > 1 {
-		if n, err = ReadTreeNode(ctx, store, ns, graveler.MetaRangeID(n.Children[0].ID)); err != nil {
+		if n, err = ReadChildNode(ctx, store, ns, n.Children[0]); err != nil {
 			t.Fatal(err)
 		}
 	}
 	r := n.Children[0]
-	s, err := VerifyRange(ctx, store, ns, r.ID)
+	s, err := VerifyRange(ctx, store, ns, r.ID, r.Loc)
 	if err != nil {
 		t.Fatal(err)
 	}

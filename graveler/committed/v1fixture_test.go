@@ -119,7 +119,7 @@ func TestReadV1Tree(t *testing.T) {
 		t.Fatalf("ReadMetaRange: %d ranges, %v", len(ranges), err)
 	}
 	for _, r := range ranges {
-		s, err := VerifyRange(ctx, store, ns, r.ID)
+		s, err := VerifyRange(ctx, store, ns, r.ID, r.Loc)
 		if err != nil {
 			t.Fatal(err)
 		}

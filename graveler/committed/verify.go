@@ -39,21 +39,56 @@ func ReadTreeNode(ctx context.Context, blobs BlobStore, ns graveler.StorageNames
 	if err := checkMetaRangeID(id); err != nil {
 		return nil, err
 	}
-	data, err := blobs.Get(ctx, ns, metaRangeBlobName(id))
+	n, err := readTreeNode(ctx, blobs, ns, id, Location{})
 	if errors.Is(err, ErrBlobNotFound) {
-		return nil, fmt.Errorf("%w: %s: %w", graveler.ErrMetaRangeNotFound, id, err)
+		return nil, fmt.Errorf("%w: %w", graveler.ErrMetaRangeNotFound, err)
 	}
+	return n, err
+}
+
+// ReadChildNode reads and checks, as ReadTreeNode does, the inner node a
+// node's entry d names, where d.Loc places it. A missing one is an error
+// wrapping ErrBlobNotFound (a hole in a tree, not a missing tree).
+func ReadChildNode(ctx context.Context, blobs BlobStore, ns graveler.StorageNamespace, d RangeDescriptor) (*TreeNode, error) {
+	id := graveler.MetaRangeID(d.ID)
+	if err := checkMetaRangeID(id); err != nil {
+		return nil, err
+	}
+	return readTreeNode(ctx, blobs, ns, id, d.Loc)
+}
+
+func readTreeNode(ctx context.Context, blobs BlobStore, ns graveler.StorageNamespace, id graveler.MetaRangeID, loc Location) (*TreeNode, error) {
+	data, err := readStored(ctx, blobs, ns, metaRangeBlobName(id), loc)
 	if err != nil {
-		return nil, fmt.Errorf("committed: read metarange %s: %w", id, err)
+		return nil, fmt.Errorf("committed: read metarange %s%s: %w", id, where(loc), err)
 	}
-	if got := contentID(data); got != string(id) {
-		return nil, fmt.Errorf("%w: metarange %s: content hashes to %s", ErrCorrupt, id, got)
-	}
-	n, err := decodeNode(data)
+	n, err := decodeStoredNode(data, string(id))
 	if err != nil {
-		return nil, fmt.Errorf("committed: metarange %s: %w", id, err)
+		return nil, fmt.Errorf("committed: metarange %s%s: %w", id, where(loc), err)
 	}
 	return &TreeNode{Level: n.level, Children: n.children, RecordsSize: n.size, Size: n.stored}, nil
+}
+
+// readStored reads an object stored at loc, or on its own under name. A
+// slice past its pack's end is ErrCorrupt: the pack or the entry naming
+// the slice is damaged.
+func readStored(ctx context.Context, blobs BlobStore, ns graveler.StorageNamespace, name string, loc Location) ([]byte, error) {
+	if !loc.Packed() {
+		return blobs.Get(ctx, ns, name)
+	}
+	data, err := blobs.GetRange(ctx, ns, packsPrefix+loc.Pack, loc.Offset, loc.Length)
+	if errors.Is(err, ErrShortBlob) {
+		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	return data, err
+}
+
+// where describes loc for an error message.
+func where(loc Location) string {
+	if !loc.Packed() {
+		return ""
+	}
+	return fmt.Sprintf(" (pack %s at %d+%d)", loc.Pack, loc.Offset, loc.Length)
 }
 
 // Matches checks a verified inner node against the entry d naming it in
@@ -138,10 +173,10 @@ func walkInner(ctx context.Context, blobs BlobStore, ns graveler.StorageNamespac
 
 // readInner reads the inner node d names in a node of level parent.
 func readInner(ctx context.Context, blobs BlobStore, ns graveler.StorageNamespace, d RangeDescriptor, parent int) (*TreeNode, error) {
-	c, err := ReadTreeNode(ctx, blobs, ns, graveler.MetaRangeID(d.ID))
+	c, err := ReadChildNode(ctx, blobs, ns, d)
 	if errors.Is(err, ErrBlobNotFound) {
 		// Not the tree missing: a hole in it.
-		return nil, fmt.Errorf("committed: inner node %s: %w", metaRangeBlobName(graveler.MetaRangeID(d.ID)), ErrBlobNotFound)
+		return nil, fmt.Errorf("committed: inner node %s: %w", d.blobName(parent), ErrBlobNotFound)
 	}
 	if err != nil {
 		return nil, err
@@ -152,15 +187,17 @@ func readInner(ctx context.Context, blobs BlobStore, ns graveler.StorageNamespac
 	return c, nil
 }
 
-// RangeExists reports whether range id is stored in ns, without reading
-// it. ErrInvalidID for a malformed id.
-func RangeExists(ctx context.Context, blobs BlobStore, ns graveler.StorageNamespace, id graveler.RangeID) (bool, error) {
+// RangeExists reports whether range id is stored in ns where loc places
+// it (its pack, or its own object), without reading it. ErrInvalidID for
+// a malformed id.
+func RangeExists(ctx context.Context, blobs BlobStore, ns graveler.StorageNamespace, id graveler.RangeID, loc Location) (bool, error) {
 	if !validID(string(id)) {
 		return false, fmt.Errorf("%w: range %q", ErrInvalidID, id)
 	}
-	ok, err := blobs.Exists(ctx, ns, rangeBlobName(id))
+	d := RangeDescriptor{ID: id, Loc: loc}
+	ok, err := blobs.Exists(ctx, ns, d.blobName(1))
 	if err != nil {
-		return false, fmt.Errorf("committed: stat range %s: %w", id, err)
+		return false, fmt.Errorf("committed: stat range %s%s: %w", id, where(loc), err)
 	}
 	return ok, nil
 }
@@ -175,18 +212,19 @@ type RangeSummary struct {
 	RecordsSize    int
 }
 
-// VerifyRange reads range id from ns and checks it completely: its bytes
+// VerifyRange reads range id from ns, where loc places it, and checks it
+// completely: its bytes
 // hash to id, every checksum holds, every record decodes, and keys are
 // non-empty and strictly increasing. Errors: ErrInvalidID for a malformed
 // id; an error wrapping ErrBlobNotFound when it is not stored; ErrCorrupt
 // when it is damaged; a blob store failure wrapped.
-func VerifyRange(ctx context.Context, blobs BlobStore, ns graveler.StorageNamespace, id graveler.RangeID) (RangeSummary, error) {
+func VerifyRange(ctx context.Context, blobs BlobStore, ns graveler.StorageNamespace, id graveler.RangeID, loc Location) (RangeSummary, error) {
 	if !validID(string(id)) {
 		return RangeSummary{}, fmt.Errorf("%w: range %q", ErrInvalidID, id)
 	}
-	data, err := blobs.Get(ctx, ns, rangeBlobName(id))
+	data, err := readStored(ctx, blobs, ns, rangeBlobName(id), loc)
 	if err != nil {
-		return RangeSummary{}, fmt.Errorf("committed: read range %s: %w", id, err)
+		return RangeSummary{}, fmt.Errorf("committed: read range %s%s: %w", id, where(loc), err)
 	}
 	if got := contentID(data); got != string(id) {
 		return RangeSummary{}, fmt.Errorf("%w: range %s: content hashes to %s", ErrCorrupt, id, got)
@@ -241,16 +279,41 @@ func (s RangeSummary) Matches(d RangeDescriptor) error {
 // that node's subtree: it is neither read nor walked.
 var ErrSkipSubtree = errors.New("committed: skip this subtree")
 
-// TreeObjects calls fn with the blob name of every object tree id
-// references, the root first and every node before its children, reading
-// the tree's inner nodes with blobs.Get and checking each as
-// ReadMetaRange does (through a CachedBlobStore, a node deleted from the
-// store may still be read: CheckTreeStored asks Exists of each). Ranges are named, not read. fn may
-// be called more than once with one name when subtrees are shared, unless
-// it returns ErrSkipSubtree for the node (for a range that return is
-// ignored). The empty tree "" has no objects. Errors: those of
-// ReadMetaRange, and fn's.
-func TreeObjects(ctx context.Context, blobs BlobStore, ns graveler.StorageNamespace, id graveler.MetaRangeID, fn func(name string) error) error {
+// TreeObject is one object of a tree, as TreeObjects reports it.
+type TreeObject struct {
+	// Kind is ObjectMetaRange for the root and the inner nodes,
+	// ObjectRange for a range.
+	Kind ObjectKind
+	// ID is the object's ID.
+	ID string
+	// Blob names the blob that holds this copy of it: the object's own
+	// (Name) or, when the tree names a copy in a pack, the pack.
+	Blob string
+}
+
+// Name is the object's own blob name, RangesPrefix or MetaRangesPrefix
+// followed by its ID, whether or not it is stored under it: the name a
+// collector knows an object by, wherever its copies are.
+func (o TreeObject) Name() string {
+	if o.Kind == ObjectRange {
+		return rangesPrefix + o.ID
+	}
+	return metarangesPrefix + o.ID
+}
+
+// TreeObjects calls fn with every object tree id references, the root
+// first and every node before its children, reading the tree's inner
+// nodes (where their parents place them) with blobs and checking each as
+// ReadMetaRange does (through a CachedBlobStore, an object deleted from
+// the store may still be read: CheckTreeStored asks Exists of each blob).
+// Ranges are named, not read. fn may be called more than once with one
+// object when subtrees are shared, unless it returns ErrSkipSubtree for
+// the node (for a range that return is ignored). The same entries make
+// the same objects, so a subtree skipped because its ID was seen holds
+// the same objects as the one seen, though perhaps other copies of them.
+// The empty tree "" has no objects. Errors: those of ReadMetaRange, and
+// fn's.
+func TreeObjects(ctx context.Context, blobs BlobStore, ns graveler.StorageNamespace, id graveler.MetaRangeID, fn func(TreeObject) error) error {
 	if id == "" {
 		return nil
 	}
@@ -258,14 +321,14 @@ func TreeObjects(ctx context.Context, blobs BlobStore, ns graveler.StorageNamesp
 	if err != nil {
 		return err
 	}
-	if err := fn(metaRangeBlobName(id)); err != nil {
+	if err := fn(TreeObject{Kind: ObjectMetaRange, ID: string(id), Blob: metaRangeBlobName(id)}); err != nil {
 		if errors.Is(err, ErrSkipSubtree) {
 			return nil
 		}
 		return err
 	}
 	enter := func(d RangeDescriptor) (bool, error) {
-		err := fn(metaRangeBlobName(graveler.MetaRangeID(d.ID)))
+		err := fn(TreeObject{Kind: ObjectMetaRange, ID: string(d.ID), Blob: d.blobName(2)})
 		if errors.Is(err, ErrSkipSubtree) {
 			return false, nil
 		}
@@ -275,8 +338,9 @@ func TreeObjects(ctx context.Context, blobs BlobStore, ns graveler.StorageNamesp
 		if n.Level != 1 {
 			return nil
 		}
-		for _, d := range n.Children {
-			if err := fn(rangeBlobName(d.ID)); err != nil && !errors.Is(err, ErrSkipSubtree) {
+		for i := range n.Children {
+			d := &n.Children[i]
+			if err := fn(TreeObject{Kind: ObjectRange, ID: string(d.ID), Blob: d.blobName(1)}); err != nil && !errors.Is(err, ErrSkipSubtree) {
 				return err
 			}
 		}
@@ -285,23 +349,28 @@ func TreeObjects(ctx context.Context, blobs BlobStore, ns graveler.StorageNamesp
 }
 
 // CheckTreeStored returns nil when every object of tree id is stored in
-// ns, asking the blob store itself with Exists for each one, inner nodes
-// included: that a node could be read proves nothing, since a
-// CachedBlobStore serves its copy of an object deleted from the store.
-// Otherwise: an error wrapping ErrBlobNotFound naming the first object
-// found missing (and, for the root, graveler.ErrMetaRangeNotFound), or a
-// read failure.
+// ns as the tree names it, asking the blob store itself with Exists for
+// each blob (once each), inner nodes and packs included: that a node
+// could be read proves nothing, since a CachedBlobStore serves its copy
+// of an object deleted from the store. Otherwise: an error wrapping
+// ErrBlobNotFound naming the first blob found missing (and, for the
+// root, graveler.ErrMetaRangeNotFound), or a read failure.
 func CheckTreeStored(ctx context.Context, blobs BlobStore, ns graveler.StorageNamespace, id graveler.MetaRangeID) error {
-	return TreeObjects(ctx, blobs, ns, id, func(name string) error {
-		ok, err := blobs.Exists(ctx, ns, name)
-		if err != nil {
-			return fmt.Errorf("committed: stat %s: %w", name, err)
+	seen := map[string]bool{}
+	return TreeObjects(ctx, blobs, ns, id, func(o TreeObject) error {
+		if seen[o.Blob] {
+			return nil
 		}
-		if !ok && name == metaRangeBlobName(id) {
-			return fmt.Errorf("committed: root %s of tree %s: %w: %w", name, id, graveler.ErrMetaRangeNotFound, ErrBlobNotFound)
+		seen[o.Blob] = true
+		ok, err := blobs.Exists(ctx, ns, o.Blob)
+		if err != nil {
+			return fmt.Errorf("committed: stat %s: %w", o.Blob, err)
+		}
+		if !ok && o.Blob == metaRangeBlobName(id) {
+			return fmt.Errorf("committed: root %s of tree %s: %w: %w", o.Blob, id, graveler.ErrMetaRangeNotFound, ErrBlobNotFound)
 		}
 		if !ok {
-			return fmt.Errorf("committed: %s of tree %s: %w", name, id, ErrBlobNotFound)
+			return fmt.Errorf("committed: %s of tree %s: %w", o.Blob, id, ErrBlobNotFound)
 		}
 		return nil
 	})

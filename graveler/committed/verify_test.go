@@ -12,7 +12,12 @@ import (
 // the namespace, the metarange and its ranges.
 func verifyFixture(t *testing.T) (*countingStore, graveler.StorageNamespace, graveler.MetaRangeID, []RangeDescriptor) {
 	t.Helper()
-	m, store, ns := newTestManager(t, tinyConfig)
+	return verifyFixtureWith(t, tinyConfig)
+}
+
+func verifyFixtureWith(t *testing.T, cfg Config) (*countingStore, graveler.StorageNamespace, graveler.MetaRangeID, []RangeDescriptor) {
+	t.Helper()
+	m, store, ns := newTestManager(t, cfg)
 	id := write(t, m, ns, numbered(200, "v"))
 	ranges, err := ReadMetaRange(context.Background(), store, ns, id)
 	if err != nil {
@@ -29,11 +34,11 @@ func TestVerifyIntactObjects(t *testing.T) {
 	store, ns, _, ranges := verifyFixture(t)
 	total := 0
 	for _, d := range ranges {
-		ok, err := RangeExists(ctx, store, ns, d.ID)
+		ok, err := RangeExists(ctx, store, ns, d.ID, d.Loc)
 		if err != nil || !ok {
 			t.Fatalf("RangeExists(%s) = %v, %v", d.ID, ok, err)
 		}
-		s, err := VerifyRange(ctx, store, ns, d.ID)
+		s, err := VerifyRange(ctx, store, ns, d.ID, d.Loc)
 		if err != nil {
 			t.Fatalf("VerifyRange(%s): %v", d.ID, err)
 		}
@@ -50,61 +55,95 @@ func TestVerifyIntactObjects(t *testing.T) {
 	}
 }
 
-func TestVerifyMissingObjects(t *testing.T) {
-	ctx := context.Background()
-	store, ns, id, ranges := verifyFixture(t)
-	gone := ranges[1].ID
-	if err := store.Delete(ctx, ns, rangeBlobName(gone)); err != nil {
-		t.Fatal(err)
-	}
-	if ok, err := RangeExists(ctx, store, ns, gone); err != nil || ok {
-		t.Fatalf("RangeExists(deleted) = %v, %v", ok, err)
-	}
-	if _, err := VerifyRange(ctx, store, ns, gone); !errors.Is(err, ErrBlobNotFound) {
-		t.Fatalf("VerifyRange(deleted) = %v, want ErrBlobNotFound", err)
-	}
-	if err := store.Delete(ctx, ns, metaRangeBlobName(id)); err != nil {
-		t.Fatal(err)
-	}
-	_, err := ReadMetaRange(ctx, store, ns, id)
-	if !errors.Is(err, graveler.ErrMetaRangeNotFound) || !errors.Is(err, ErrBlobNotFound) {
-		t.Fatalf("ReadMetaRange(deleted) = %v, want ErrMetaRangeNotFound and ErrBlobNotFound", err)
-	}
+// layouts are the two ways a tree's objects are stored: in packs (the
+// default) and each on its own.
+var layouts = []struct {
+	name string
+	cfg  func(Config) Config
+}{
+	{"packed", func(c Config) Config { return c }},
+	{"unpacked", func(c Config) Config { c.Unpacked = true; return c }},
 }
 
-func TestVerifyDamagedObjects(t *testing.T) {
+// storedFlip flips a byte in the middle of the object d names, in its
+// pack or its own blob, returning the blob it changed.
+func storedFlip(t *testing.T, store BlobStore, ns graveler.StorageNamespace, d RangeDescriptor, parent int) string {
+	t.Helper()
 	ctx := context.Background()
-	store, ns, id, ranges := verifyFixture(t)
-
-	// A flipped byte: the content no longer hashes to its name.
-	name := rangeBlobName(ranges[0].ID)
+	name := d.blobName(parent)
 	data, err := store.Get(ctx, ns, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	data[len(data)/2] ^= 0xff
+	at := int64(len(data) / 2)
+	if d.Loc.Packed() {
+		at = d.Loc.Offset + d.Loc.Length/2
+	}
+	data[at] ^= 0xff
 	if err := store.Put(ctx, ns, name, data); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := VerifyRange(ctx, store, ns, ranges[0].ID); !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("VerifyRange(flipped byte) = %v, want ErrCorrupt", err)
-	}
-	// Existence alone does not see it.
-	if ok, err := RangeExists(ctx, store, ns, ranges[0].ID); err != nil || !ok {
-		t.Fatalf("RangeExists(damaged) = %v, %v", ok, err)
-	}
+	return name
+}
 
-	mname := metaRangeBlobName(id)
-	mdata, err := store.Get(ctx, ns, mname)
-	if err != nil {
-		t.Fatal(err)
+func TestVerifyMissingObjects(t *testing.T) {
+	for _, l := range layouts {
+		t.Run(l.name, func(t *testing.T) {
+			ctx := context.Background()
+			store, ns, id, ranges := verifyFixtureWith(t, l.cfg(tinyConfig))
+			gone := ranges[1]
+			if err := store.Delete(ctx, ns, gone.blobName(1)); err != nil {
+				t.Fatal(err)
+			}
+			if ok, err := RangeExists(ctx, store, ns, gone.ID, gone.Loc); err != nil || ok {
+				t.Fatalf("RangeExists(deleted) = %v, %v", ok, err)
+			}
+			if _, err := VerifyRange(ctx, store, ns, gone.ID, gone.Loc); !errors.Is(err, ErrBlobNotFound) {
+				t.Fatalf("VerifyRange(deleted) = %v, want ErrBlobNotFound", err)
+			}
+			if err := CheckTreeStored(ctx, store, ns, id); !errors.Is(err, ErrBlobNotFound) || errors.Is(err, graveler.ErrMetaRangeNotFound) {
+				t.Fatalf("CheckTreeStored(hole) = %v, want ErrBlobNotFound only", err)
+			}
+			if err := store.Delete(ctx, ns, metaRangeBlobName(id)); err != nil {
+				t.Fatal(err)
+			}
+			_, err := ReadMetaRange(ctx, store, ns, id)
+			if !errors.Is(err, graveler.ErrMetaRangeNotFound) || !errors.Is(err, ErrBlobNotFound) {
+				t.Fatalf("ReadMetaRange(deleted) = %v, want ErrMetaRangeNotFound and ErrBlobNotFound", err)
+			}
+		})
 	}
-	mdata[0] ^= 0xff
-	if err := store.Put(ctx, ns, mname, mdata); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ReadMetaRange(ctx, store, ns, id); !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("ReadMetaRange(flipped byte) = %v, want ErrCorrupt", err)
+}
+
+func TestVerifyDamagedObjects(t *testing.T) {
+	for _, l := range layouts {
+		t.Run(l.name, func(t *testing.T) {
+			ctx := context.Background()
+			store, ns, id, ranges := verifyFixtureWith(t, l.cfg(tinyConfig))
+
+			// A flipped byte: the content no longer hashes to its ID.
+			storedFlip(t, store, ns, ranges[0], 1)
+			if _, err := VerifyRange(ctx, store, ns, ranges[0].ID, ranges[0].Loc); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("VerifyRange(flipped byte) = %v, want ErrCorrupt", err)
+			}
+			// Existence alone does not see it.
+			if ok, err := RangeExists(ctx, store, ns, ranges[0].ID, ranges[0].Loc); err != nil || !ok {
+				t.Fatalf("RangeExists(damaged) = %v, %v", ok, err)
+			}
+
+			mname := metaRangeBlobName(id)
+			mdata, err := store.Get(ctx, ns, mname)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mdata[0] ^= 0xff
+			if err := store.Put(ctx, ns, mname, mdata); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ReadMetaRange(ctx, store, ns, id); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("ReadMetaRange(flipped byte) = %v, want ErrCorrupt", err)
+			}
+		})
 	}
 }
 
@@ -121,7 +160,7 @@ func TestVerifyUnsortedRange(t *testing.T) {
 	if err := store.Put(ctx, ns, rangeBlobName(id), data); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := VerifyRange(ctx, store, ns, id); !errors.Is(err, ErrCorrupt) {
+	if _, err := VerifyRange(ctx, store, ns, id, Location{}); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("VerifyRange(unsorted) = %v, want ErrCorrupt", err)
 	}
 }
@@ -132,7 +171,7 @@ func TestVerifyRangeOutsideBounds(t *testing.T) {
 	ctx := context.Background()
 	store, ns, _, ranges := verifyFixture(t)
 	d := ranges[1]
-	s, err := VerifyRange(ctx, store, ns, d.ID)
+	s, err := VerifyRange(ctx, store, ns, d.ID, d.Loc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,10 +209,10 @@ func TestVerifyInvalidIDs(t *testing.T) {
 	if _, err := ReadMetaRange(ctx, store, ns, "../x"); !errors.Is(err, ErrInvalidID) {
 		t.Errorf("ReadMetaRange(bad id) = %v", err)
 	}
-	if _, err := RangeExists(ctx, store, ns, "ABC"); !errors.Is(err, ErrInvalidID) {
+	if _, err := RangeExists(ctx, store, ns, "ABC", Location{}); !errors.Is(err, ErrInvalidID) {
 		t.Errorf("RangeExists(bad id) = %v", err)
 	}
-	if _, err := VerifyRange(ctx, store, ns, ""); !errors.Is(err, ErrInvalidID) {
+	if _, err := VerifyRange(ctx, store, ns, "", Location{}); !errors.Is(err, ErrInvalidID) {
 		t.Errorf("VerifyRange(bad id) = %v", err)
 	}
 }

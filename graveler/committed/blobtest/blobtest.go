@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -44,6 +45,7 @@ func RunWithOptions(t *testing.T, newStore NewStoreFunc, opts Options) {
 		{"RoundTrip", testRoundTrip},
 		{"Overwrite", testOverwrite},
 		{"GetMissing", testGetMissing},
+		{"GetRange", testGetRange},
 		{"Exists", testExists},
 		{"DeleteIdempotent", testDelete},
 		{"InvalidNames", testInvalidNames},
@@ -171,6 +173,49 @@ func testOverwrite(t *testing.T, s committed.BlobStore, ns graveler.StorageNames
 	// Same content again: harmless, as callers address objects by content.
 	mustPut(t, s, ns, "obj", nil)
 	mustGet(t, s, ns, "obj", nil)
+}
+
+// testGetRange reads slices of objects: every slice asked is the object's
+// bytes there, a slice reaching past the end is ErrShortBlob, a missing
+// object ErrBlobNotFound, and a negative offset or an empty slice
+// ErrInvalidBlobRange. Slices of a pack are read this way, each a whole
+// object that its reader checks against its ID.
+func testGetRange(t *testing.T, s committed.BlobStore, ns graveler.StorageNamespace) {
+	ctx := context.Background()
+	data := randomBytes(3, 1<<20+17)
+	mustPut(t, s, ns, "packs/p", data)
+	for _, c := range []struct{ off, n int64 }{{0, 1}, {0, int64(len(data))}, {5, 100}, {1 << 19, 1 << 18}, {int64(len(data)) - 1, 1}} {
+		got, err := s.GetRange(ctx, ns, "packs/p", c.off, c.n)
+		if err != nil {
+			t.Fatalf("GetRange(%d, %d): %v", c.off, c.n, err)
+		}
+		if want := data[c.off : c.off+c.n]; !bytes.Equal(got, want) {
+			t.Fatalf("GetRange(%d, %d) = %d bytes, want %d (first difference at %d)", c.off, c.n, len(got), len(want), firstDiff(got, want))
+		}
+		// Twice: a store that caches slices serves the same bytes, and
+		// the first caller's slice is its own.
+		got[0] ^= 0xff
+		again, err := s.GetRange(ctx, ns, "packs/p", c.off, c.n)
+		if err != nil || !bytes.Equal(again, data[c.off:c.off+c.n]) {
+			t.Fatalf("GetRange(%d, %d) again: %v", c.off, c.n, err)
+		}
+	}
+	for _, c := range []struct{ off, n int64 }{{int64(len(data)) - 1, 2}, {int64(len(data)), 1}, {int64(len(data)) + 100, 5}} {
+		if _, err := s.GetRange(ctx, ns, "packs/p", c.off, c.n); !errors.Is(err, committed.ErrShortBlob) {
+			t.Errorf("GetRange(%d, %d) past the end of %d bytes = %v, want ErrShortBlob", c.off, c.n, len(data), err)
+		}
+	}
+	if _, err := s.GetRange(ctx, ns, "packs/absent", 0, 1); !errors.Is(err, committed.ErrBlobNotFound) {
+		t.Errorf("GetRange of a missing object = %v, want ErrBlobNotFound", err)
+	}
+	for _, c := range []struct{ off, n int64 }{{-1, 1}, {0, 0}, {0, -5}, {math.MaxInt64, 1}} {
+		if _, err := s.GetRange(ctx, ns, "packs/p", c.off, c.n); !errors.Is(err, committed.ErrInvalidBlobRange) {
+			t.Errorf("GetRange(%d, %d) = %v, want ErrInvalidBlobRange", c.off, c.n, err)
+		}
+	}
+	if _, err := s.GetRange(ctx, ns, "../escape", 0, 1); !errors.Is(err, committed.ErrInvalidBlobName) {
+		t.Errorf("GetRange of an escaping name = %v, want ErrInvalidBlobName", err)
+	}
 }
 
 func testGetMissing(t *testing.T, s committed.BlobStore, ns graveler.StorageNamespace) {

@@ -1,0 +1,220 @@
+package committed
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"graveler/graveler"
+)
+
+// TestPackedAndUnpackedTreesShareIDs: where objects are stored is no part
+// of any ID, so the same entries make the same tree packed or not, and a
+// tree of either kind is read, changed and diffed through the other.
+func TestPackedAndUnpackedTreesShareIDs(t *testing.T) {
+	ctx := context.Background()
+	cfg := multiLevelConfig()
+	un := cfg
+	un.Unpacked = true
+	packedM, store, ns := newTestManager(t, cfg)
+	unpackedM := NewManager(store, un)
+	recs := numbered(400, "v")
+	packed, unpacked := write(t, packedM, ns, recs), write(t, unpackedM, ns, recs)
+	if packed != unpacked {
+		t.Fatalf("the same entries: %s packed, %s unpacked", packed, unpacked)
+	}
+	// The root now names the packs of the last write: the unpacked one.
+	root, err := ReadTreeNode(ctx, store, ns, packed)
+	if err != nil || root.Children[0].Loc.Packed() {
+		t.Fatalf("root %+v, %v: want the unpacked write's root", root, err)
+	}
+	changed := rec(string(recs[123].Key), "new", "x")
+	want := append([]graveler.ValueRecord(nil), recs...)
+	want[123] = changed
+	// Packed changes onto an unpacked base, and back.
+	mixed, _, err := packedM.Apply(ctx, ns, unpacked, newSliceIter([]graveler.ValueRecord{changed}), graveler.ApplyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sameRecords(collect(t, mustList(t, NewManager(store, un), ns, mixed)), want); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckTreeStored(ctx, store, ns, mixed); err != nil {
+		t.Fatal(err)
+	}
+	again, _, err := unpackedM.Apply(ctx, ns, mixed, newSliceIter([]graveler.ValueRecord{recs[123]}), graveler.ApplyOptions{})
+	if err != nil || again != packed {
+		t.Fatalf("reverting the change gave %s, %v; want the original %s", again, err, packed)
+	}
+	d, err := NewManager(store, cfg).Diff(ctx, ns, packed, mixed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diffs := collectDiff(t, d); len(diffs) != 1 || string(diffs[0].Key) != string(changed.Key) {
+		t.Fatalf("diff %+v", diffs)
+	}
+}
+
+// TestStaleRootReadAgain: a root cached (in a Manager and in a
+// CachedBlobStore) before its namespace was emptied and the same entries
+// written again names packs that are gone. A read that meets the hole
+// reads the root again from the store and goes on; a write over it fails
+// once and then succeeds.
+func TestStaleRootReadAgain(t *testing.T) {
+	ctx := context.Background()
+	inner := NewBucketStore(BucketConfig{})
+	t.Cleanup(func() { inner.Close() })
+	cached, err := NewCachedBlobStore(inner, CacheConfig{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := testNS()
+	cfg := multiLevelConfig()
+	recs := numbered(400, "v")
+	id := write(t, NewManager(inner, cfg), ns, recs)
+	// Readers that read one key: the root and the path to it are cached,
+	// in memory and on disk; the rest is read when wanted.
+	reader, getter, writer := NewManager(cached, cfg), NewManager(cached, cfg), NewManager(cached, cfg)
+	for _, m := range []*Manager{reader, getter, writer} {
+		if _, err := m.Get(ctx, ns, id, recs[0].Key); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The namespace emptied (a repository deleted) and the same entries
+	// written to it again (another repository on it).
+	if err := inner.List(ctx, ns, "", func(page []BlobInfo) error {
+		for _, o := range page {
+			if err := inner.Delete(ctx, ns, o.Name); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if again := write(t, NewManager(inner, cfg), ns, recs); again != id {
+		t.Fatalf("the same entries made %s, then %s", id, again)
+	}
+
+	last := recs[len(recs)-1]
+	if v, err := getter.Get(ctx, ns, id, last.Key); err != nil || string(v.Identity) != string(last.Identity) {
+		t.Fatalf("Get through a stale root: %v, %v", v, err)
+	}
+	if err := sameRecords(collect(t, mustList(t, reader, ns, id)), recs); err != nil {
+		t.Fatalf("List through a stale root: %v", err)
+	}
+	if !reader.nodesHold(ns, id) {
+		t.Fatal("the reader dropped the root")
+	}
+	// A fresh Manager over the disk cache, which the Get above brought up
+	// to date.
+	if err := sameRecords(collect(t, mustList(t, NewManager(cached, cfg), ns, id)), recs); err != nil {
+		t.Fatal(err)
+	}
+	change := []graveler.ValueRecord{rec(string(last.Key), "new", "x")}
+	_, _, err = writer.Apply(ctx, ns, id, newSliceIter(change), graveler.ApplyOptions{})
+	if !errors.Is(err, ErrBlobNotFound) {
+		t.Fatalf("Apply over a stale root = %v, want ErrBlobNotFound once", err)
+	}
+	if _, _, err := writer.Apply(ctx, ns, id, newSliceIter(change), graveler.ApplyOptions{}); err != nil {
+		t.Fatalf("Apply again: %v", err)
+	}
+}
+
+// TestPackIndexListsEveryObject: a pack's index lists each object it
+// holds, and ReadPackIndex refuses a damaged footer or index.
+func TestPackIndexListsEveryObject(t *testing.T) {
+	ctx := context.Background()
+	cfg := multiLevelConfig()
+	m, store, ns := newTestManager(t, cfg)
+	id := write(t, m, ns, numbered(400, "v"))
+	want := map[string]ObjectKind{}
+	var pack string
+	if err := TreeObjects(ctx, store, ns, id, func(o TreeObject) error {
+		if o.Blob != o.Name() {
+			want[o.ID] = o.Kind
+			pack = strings.TrimPrefix(o.Blob, packsPrefix)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Stat(ctx, ns, packsPrefix+pack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := ReadPackIndex(ctx, store, ns, pack, st.Size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]ObjectKind{}
+	for _, o := range objs {
+		got[o.ID] = o.Kind
+		if o.Blob != packsPrefix+pack {
+			t.Fatalf("object %+v of pack %s", o, pack)
+		}
+	}
+	if len(want) < 10 || len(got) != len(want) {
+		t.Fatalf("the index lists %d objects, the tree names %d in the pack", len(got), len(want))
+	}
+	for id, k := range want {
+		if got[id] != k {
+			t.Fatalf("object %s: index says %v, tree %v", id, got[id], k)
+		}
+	}
+	data, err := store.Get(ctx, ns, packsPrefix+pack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, at := range []int{len(data) - 1, len(data) - packFooterLen - 2} {
+		bad := append([]byte(nil), data...)
+		bad[at] ^= 0x20
+		if err := store.Put(ctx, ns, packsPrefix+pack, bad); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ReadPackIndex(ctx, store, ns, pack, int64(len(bad))); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("a byte flipped at %d of %d: %v, want ErrCorrupt", at, len(bad), err)
+		}
+	}
+	if _, err := ReadPackIndex(ctx, store, ns, "not-a-pack", 100); !errors.Is(err, ErrInvalidID) {
+		t.Errorf("a malformed pack name: %v", err)
+	}
+}
+
+// TestLocationsTrailerDamage: a node's locations trailer is checked: a
+// damaged one is ErrCorrupt, not a wrong place to read.
+func TestLocationsTrailerDamage(t *testing.T) {
+	ctx := context.Background()
+	m, store, ns := newTestManager(t, multiLevelConfig())
+	id := write(t, m, ns, numbered(400, "v"))
+	name := metaRangeBlobName(id)
+	data, err := store.Get(ctx, ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, trailer, err := splitLocations(data)
+	if err != nil || trailer == nil {
+		t.Fatalf("root without a trailer: %v", err)
+	}
+	for _, at := range []int{len(body), len(body) + len(trailer)/2, len(data) - 6, len(data) - 1} {
+		bad := append([]byte(nil), data...)
+		bad[at] ^= 0x08
+		if err := store.Put(ctx, ns, name, bad); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ReadTreeNode(ctx, store, ns, id); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("a byte flipped at %d (trailer from %d): %v, want ErrCorrupt", at, len(body), err)
+		}
+		if _, err := NewManager(store, multiLevelConfig()).Get(ctx, ns, id, graveler.Key("key-000001")); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("Get through a root flipped at %d: %v, want ErrCorrupt", at, err)
+		}
+	}
+}
+
+// nodesHold reports whether m keeps root id in memory.
+func (m *Manager) nodesHold(ns graveler.StorageNamespace, id graveler.MetaRangeID) bool {
+	_, ok := m.nodes.get(rangeCacheKey(ns, string(id)))
+	return ok
+}
