@@ -92,7 +92,7 @@ var (
 	})
 	gcListed = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "graveler_gc_objects_listed_total",
-		Help: "Committed objects listed by collections.",
+		Help: "Committed blobs listed by collections: objects stored on their own, and packs.",
 	})
 	gcDeleted = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "graveler_gc_objects_deleted_total",

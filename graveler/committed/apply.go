@@ -286,10 +286,10 @@ func (w *writer) put(ref objectRef, data []byte) (Location, error) {
 		return Location{}, w.store(w.sem, ref, data)
 	}
 	if w.pack == nil {
-		w.pack = &packBuilder{id: newPackID(), buf: make([]byte, 0, min(w.m.cfg.PackBytes, 1<<20))}
+		w.pack = &packBuilder{id: newPackID()}
 	}
 	loc := w.pack.add(ref.id, ref.node, data)
-	if len(w.pack.buf) >= w.m.cfg.PackBytes {
+	if w.pack.size >= w.m.cfg.PackBytes {
 		return loc, w.sealPack()
 	}
 	return loc, nil

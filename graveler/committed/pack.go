@@ -81,23 +81,30 @@ type packEntry struct {
 	length int64
 }
 
-// packBuilder gathers the objects of one pack in memory.
+// packBuilder gathers the objects of one pack in memory, each in the
+// buffer it was built in: the pack is copied together once, when sealed,
+// not grown object by object (which cost a 1M-entry commit a third of
+// its CPU in copies).
 type packBuilder struct {
 	id      string
-	buf     []byte
+	objects [][]byte
+	size    int
 	entries []packEntry
 }
 
-// add appends one object and returns where it will be stored.
+// add appends one object and returns where it will be stored. data is
+// the pack's from then on: the caller must not change it.
 func (p *packBuilder) add(id string, node bool, data []byte) Location {
-	e := packEntry{node: node, offset: int64(len(p.buf)), length: int64(len(data))}
+	e := packEntry{node: node, offset: int64(p.size), length: int64(len(data))}
 	hex.Decode(e.id[:], []byte(id))
 	p.entries = append(p.entries, e)
-	p.buf = append(p.buf, data...)
+	p.objects = append(p.objects, data)
+	p.size += len(data)
 	return Location{Pack: p.id, Offset: e.offset, Length: e.length}
 }
 
-// finish appends the index and footer: the pack's bytes as stored.
+// finish returns the pack's bytes as stored: its objects, then the index
+// and the footer.
 //
 //	pack   = object* index crc32c(index) footer
 //	index  = entry*
@@ -105,27 +112,31 @@ func (p *packBuilder) add(id string, node bool, data []byte) Location {
 //	footer = u64 indexOffset, u64 indexLength, u64 count, u32 magic,
 //	         u32 version, u32 crc32c(the preceding footer bytes)
 func (p *packBuilder) finish() []byte {
-	indexOff := len(p.buf)
+	buf := make([]byte, 0, p.size+len(p.entries)*(sha256.Size+1+2*binary.MaxVarintLen32)+crcLen+packFooterLen)
+	for _, o := range p.objects {
+		buf = append(buf, o...)
+	}
+	p.objects = nil
+	indexOff := len(buf)
 	for _, e := range p.entries {
-		p.buf = append(p.buf, e.id[:]...)
+		buf = append(buf, e.id[:]...)
 		kind := byte(0)
 		if e.node {
 			kind = 1
 		}
-		p.buf = append(p.buf, kind)
-		p.buf = binary.AppendUvarint(p.buf, uint64(e.offset))
-		p.buf = binary.AppendUvarint(p.buf, uint64(e.length))
+		buf = append(buf, kind)
+		buf = binary.AppendUvarint(buf, uint64(e.offset))
+		buf = binary.AppendUvarint(buf, uint64(e.length))
 	}
-	indexLen := len(p.buf) - indexOff
-	p.buf = binary.LittleEndian.AppendUint32(p.buf, crc32.Checksum(p.buf[indexOff:], castagnoli))
-	footer := len(p.buf)
-	p.buf = binary.LittleEndian.AppendUint64(p.buf, uint64(indexOff))
-	p.buf = binary.LittleEndian.AppendUint64(p.buf, uint64(indexLen))
-	p.buf = binary.LittleEndian.AppendUint64(p.buf, uint64(len(p.entries)))
-	p.buf = binary.LittleEndian.AppendUint32(p.buf, packMagic)
-	p.buf = binary.LittleEndian.AppendUint32(p.buf, packVersion)
-	p.buf = binary.LittleEndian.AppendUint32(p.buf, crc32.Checksum(p.buf[footer:], castagnoli))
-	return p.buf
+	indexLen := len(buf) - indexOff
+	buf = binary.LittleEndian.AppendUint32(buf, crc32.Checksum(buf[indexOff:], castagnoli))
+	footer := len(buf)
+	buf = binary.LittleEndian.AppendUint64(buf, uint64(indexOff))
+	buf = binary.LittleEndian.AppendUint64(buf, uint64(indexLen))
+	buf = binary.LittleEndian.AppendUint64(buf, uint64(len(p.entries)))
+	buf = binary.LittleEndian.AppendUint32(buf, packMagic)
+	buf = binary.LittleEndian.AppendUint32(buf, packVersion)
+	return binary.LittleEndian.AppendUint32(buf, crc32.Checksum(buf[footer:], castagnoli))
 }
 
 // ReadPackIndex returns the objects pack id (a blob of size bytes, as a

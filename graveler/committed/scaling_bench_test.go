@@ -155,7 +155,11 @@ func BenchmarkCommitScaling(b *testing.B) {
 	for _, st := range stores {
 		for _, n := range scalingSizes() {
 			for _, pk := range packing {
-				b.Run(fmt.Sprintf("store=%s/n=%d/%s", st.name, n, pk), func(b *testing.B) {
+				name := st.name
+				if pk == "unpacked" {
+					name += "-unpacked"
+				}
+				b.Run(fmt.Sprintf("store=%s/n=%d", name, n), func(b *testing.B) {
 					blobs, ns := st.open(b)
 					defer blobs.Close()
 					ms := &meteredStore{BlobStore: blobs}
