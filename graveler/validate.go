@@ -19,6 +19,9 @@ const (
 	MaxValueDataLen    = 512 << 10
 	CommitIDLen        = 64
 	MinCommitPrefixLen = 4
+	// MaxCommitMessageLen leaves a commit record (the message, parents,
+	// metarange and metadata) 64 KiB under kv.DefaultLimits' 1 MiB value.
+	MaxCommitMessageLen = 960 << 10
 )
 
 var reservedNames = map[string]bool{"HEAD": true, "head": true}
@@ -132,6 +135,14 @@ func ValidateValue(v *Value) error {
 	}
 	if len(v.Data) > MaxValueDataLen {
 		return fmt.Errorf("%w: data is %d bytes, limit %d", ErrValueTooLarge, len(v.Data), MaxValueDataLen)
+	}
+	return nil
+}
+
+// ValidateCommitMessage: up to MaxCommitMessageLen bytes.
+func ValidateCommitMessage(msg string) error {
+	if len(msg) > MaxCommitMessageLen {
+		return fmt.Errorf("%w: commit message is %d bytes, limit %d", ErrValueTooLarge, len(msg), MaxCommitMessageLen)
 	}
 	return nil
 }

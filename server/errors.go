@@ -27,7 +27,10 @@ var (
 	ErrInvalidPageSize  = fmt.Errorf("server: page size: %w", graveler.ErrInvalidArgument)
 	ErrInvalidPageToken = fmt.Errorf("server: %w", graveler.ErrInvalidPageToken)
 	ErrMissingField     = fmt.Errorf("server: missing field: %w", graveler.ErrInvalidArgument)
-	ErrBatchTooLarge    = fmt.Errorf("server: batch too large: %w", graveler.ErrInvalidArgument)
+	// ErrInvalidField: a field holds a value the API does not define (an
+	// enum value out of range).
+	ErrInvalidField  = fmt.Errorf("server: invalid field: %w", graveler.ErrInvalidArgument)
+	ErrBatchTooLarge = fmt.Errorf("server: batch too large: %w", graveler.ErrInvalidArgument)
 	// ErrUnauthenticated: no bearer token, or one the server does not know.
 	ErrUnauthenticated = errors.New("server: unauthenticated")
 )
@@ -66,6 +69,7 @@ var reasons = []struct {
 	{ErrInvalidName, "INVALID_RESOURCE_NAME"},
 	{ErrInvalidPageSize, "INVALID_PAGE_SIZE"},
 	{ErrMissingField, "MISSING_FIELD"},
+	{ErrInvalidField, "INVALID_FIELD"},
 	{ErrBatchTooLarge, "BATCH_TOO_LARGE"},
 	{graveler.ErrDeleteDefaultBranch, "DELETE_DEFAULT_BRANCH"},
 	{graveler.ErrNoChanges, "NO_CHANGES"},

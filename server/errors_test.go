@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	pb "graveler/api/graveler/v1"
 	"graveler/graveler"
 	"graveler/graveler/gcfence"
 	"graveler/kv"
@@ -42,6 +44,7 @@ func TestToStatusCodesAndReasons(t *testing.T) {
 		{graveler.ErrInvalidBranchID, codes.InvalidArgument, "INVALID_BRANCH_ID"},
 		{ErrInvalidPageToken, codes.InvalidArgument, "INVALID_PAGE_TOKEN"},
 		{ErrInvalidName, codes.InvalidArgument, "INVALID_RESOURCE_NAME"},
+		{ErrInvalidField, codes.InvalidArgument, "INVALID_FIELD"},
 		{graveler.ErrBranchHeadMoved, codes.Aborted, "BRANCH_HEAD_MOVED"},
 		{graveler.ErrTooManyRetries, codes.Aborted, "TOO_MANY_RETRIES"},
 		{kv.ErrPredicateFailed, codes.Aborted, "CONCURRENT_UPDATE"},
@@ -122,5 +125,55 @@ func TestPageSize(t *testing.T) {
 		if c.bad && !errors.Is(err, graveler.ErrInvalidArgument) {
 			t.Errorf("pageSize(%d) error %v is not invalid argument", c.in, err)
 		}
+	}
+}
+
+// codeAndReason returns the code and the ErrorInfo reason of err ("" when
+// the status carries no ErrorInfo).
+func codeAndReason(t *testing.T, err error) (codes.Code, string) {
+	t.Helper()
+	st, ok := status.FromError(err)
+	if !ok {
+		t.Fatalf("not a status: %v", err)
+	}
+	for _, d := range st.Details() {
+		if ei, ok := d.(*errdetails.ErrorInfo); ok {
+			return st.Code(), ei.GetReason()
+		}
+	}
+	return st.Code(), ""
+}
+
+// TestResetScopeOutOfRange: a scope the API does not define is a wrong
+// value, not a missing one; an unset scope is missing.
+func TestResetScopeOutOfRange(t *testing.T) {
+	ctx := context.Background()
+	c := largeRepo(t)
+	for scope, want := range map[pb.ResetScope]string{99: "INVALID_FIELD", pb.ResetScope_RESET_SCOPE_UNSPECIFIED: "MISSING_FIELD"} {
+		_, err := c.Reset(ctx, &pb.ResetRequest{Branch: largeBranch, Scope: scope})
+		if code, reason := codeAndReason(t, err); code != codes.InvalidArgument || reason != want {
+			t.Errorf("Reset scope %d: %v / %q, want InvalidArgument / %s (%v)", scope, code, reason, want, err)
+		}
+	}
+}
+
+// TestCommitMessageTooLarge: an oversized commit message is refused with a
+// message naming the field and its limit, not the store's internals.
+func TestCommitMessageTooLarge(t *testing.T) {
+	ctx := context.Background()
+	c := largeRepo(t)
+	putLarge(t, c, 0, 1)
+	msg := strings.Repeat("m", graveler.MaxCommitMessageLen+1)
+	_, err := c.Commit(ctx, &pb.CommitRequest{Branch: largeBranch, Options: &pb.CommitOptions{Message: msg}})
+	if code, reason := codeAndReason(t, err); code != codes.InvalidArgument || reason != "VALUE_TOO_LARGE" {
+		t.Fatalf("commit of a %d-byte message: %v / %q, want InvalidArgument / VALUE_TOO_LARGE", len(msg), code, reason)
+	}
+	text := status.Convert(err).Message()
+	if !strings.Contains(text, "commit message") || !strings.Contains(text, strconv.Itoa(graveler.MaxCommitMessageLen)) || strings.Contains(text, "kv") {
+		t.Errorf("message %q should name the commit message and its limit, and nothing of the store", text)
+	}
+	ok := strings.Repeat("m", graveler.MaxCommitMessageLen)
+	if _, err := c.Commit(ctx, &pb.CommitRequest{Branch: largeBranch, Options: &pb.CommitOptions{Message: ok}}); err != nil {
+		t.Fatalf("commit of a message at the limit: %.200v", err)
 	}
 }

@@ -267,8 +267,11 @@ func (s *Server) Reset(ctx context.Context, req *pb.ResetRequest) (*pb.ResetResp
 		return nil, withResource(err, "branch", req.GetBranch())
 	}
 	typ, ok := resetTypes[req.GetScope()]
-	if !ok {
+	switch {
+	case req.GetScope() == pb.ResetScope_RESET_SCOPE_UNSPECIFIED:
 		return nil, withResource(fmt.Errorf("%w: scope", ErrMissingField), "branch", req.GetBranch())
+	case !ok:
+		return nil, withResource(fmt.Errorf("%w: scope %d is not RESET_SCOPE_ALL, _KEY or _PREFIX", ErrInvalidField, req.GetScope()), "branch", req.GetBranch())
 	}
 	if typ != graveler.ResetTypeAll && len(req.GetKey()) == 0 {
 		return nil, withResource(fmt.Errorf("%w: key", ErrMissingField), "branch", req.GetBranch())

@@ -130,6 +130,9 @@ func (m *Manager) AddCommit(ctx context.Context, repo *graveler.RepositoryRecord
 }
 
 func (m *Manager) addCommit(ctx context.Context, part []byte, repo graveler.RepositoryID, c graveler.Commit) (graveler.CommitID, error) {
+	if err := graveler.ValidateCommitMessage(c.Message); err != nil {
+		return "", err
+	}
 	for _, p := range c.Parents {
 		if err := graveler.ValidateCommitID(p); err != nil {
 			return "", fmt.Errorf("parent: %w", err)
