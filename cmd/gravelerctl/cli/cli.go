@@ -178,7 +178,35 @@ func (a *app) root() *cobra.Command {
 		a.dumpCmd(), a.restoreCmd(), a.healthCmd())
 	root.AddCommand(a.versionCmd())
 	root.AddCommand(a.watchCmd())
-	return root
+	return group(root)
+}
+
+// group makes c, a command that only holds subcommands, refuse a missing
+// or unknown subcommand as a usage error. Left to cobra, a group below the
+// root prints its help and succeeds, so that a script's "repo craete" looked
+// done, and the root's unknown command is a plain error (exit 1).
+func group(c *cobra.Command) *cobra.Command {
+	c.SuggestionsMinimumDistance = 2 // cobra's own, which it sets only on the paths bypassed here
+	c.Args = func(c *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return nil
+		}
+		hint := ""
+		if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+			hint = "; did you mean " + strings.Join(s, " or ") + "?"
+		}
+		return usagef("unknown command %q for %q%s (see %s --help)", args[0], c.CommandPath(), hint, c.CommandPath())
+	}
+	c.RunE = func(c *cobra.Command, _ []string) error {
+		var names []string
+		for _, sub := range c.Commands() {
+			if sub.IsAvailableCommand() {
+				names = append(names, sub.Name())
+			}
+		}
+		return usagef("%s needs a subcommand: %s (see %s --help)", c.CommandPath(), strings.Join(names, ", "), c.CommandPath())
+	}
+	return c
 }
 
 func isTerminal(w io.Writer) bool {

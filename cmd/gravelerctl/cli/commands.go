@@ -129,7 +129,7 @@ func (a *app) repoCmd() *cobra.Command {
 		}),
 	}
 	c.AddCommand(create, get, list, del)
-	return c
+	return group(c)
 }
 
 func (a *app) repoTable(w io.Writer, repos ...*pb.Repository) {
@@ -230,7 +230,7 @@ func (a *app) branchCmd() *cobra.Command {
 		}),
 	}
 	c.AddCommand(create, get, list, del)
-	return c
+	return group(c)
 }
 
 func (a *app) resetHardCmd() *cobra.Command {
@@ -338,7 +338,7 @@ func (a *app) tagCmd() *cobra.Command {
 		}),
 	}
 	c.AddCommand(create, get, list, del)
-	return c
+	return group(c)
 }
 
 // --- commits
@@ -750,7 +750,7 @@ func (a *app) deletePrefixCmd() *cobra.Command {
 		RunE: a.run(func(ctx context.Context, cl *client.Client, args []string) error {
 			branch := client.Branch(args[0], args[1])
 			if args[2] == "" && !all {
-				return fmt.Errorf("an empty prefix deletes every entry of %s: pass --all to mean it", args[1])
+				return usagef("an empty prefix deletes every entry of %s: pass --all to mean it", args[1])
 			}
 			if _, err := cl.DeletePrefix(ctx, &pb.DeletePrefixRequest{Branch: branch, Prefix: []byte(args[2])}); err != nil {
 				return err

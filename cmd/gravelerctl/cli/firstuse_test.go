@@ -209,6 +209,33 @@ func TestLimitsAndExitCodes(t *testing.T) {
 	}
 }
 
+// TestCommandLineMistakesExitUsage: README and the package doc promise
+// exit 2 when "the command line is wrong", with the mistake on stderr.
+func TestCommandLineMistakesExitUsage(t *testing.T) {
+	c := ctl{t: t, base: []string{"--server", startReal(t, server.GRPCOptions{})}}
+	c.ok("repo", "create", "demo")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"repo", "craete", "demo2"}, `unknown command "craete" for "gravelerctl repo"`},
+		{[]string{"branch", "lst", "demo"}, `unknown command "lst" for "gravelerctl branch"`},
+		{[]string{"tag"}, "gravelerctl tag needs a subcommand"},
+		{[]string{"nosuch"}, `unknown command "nosuch" for "gravelerctl"`},
+		{[]string{"delete-prefix", "demo", "main", ""}, "pass --all"},
+	} {
+		code, out, errOut := c.run("", tc.args...)
+		if code != cli.ExitUsage || !strings.Contains(errOut, tc.want) {
+			t.Errorf("gravelerctl %q: exit %d, want %d (usage) and %q on stderr\nstdout: %.60q\nstderr: %q", tc.args, code, cli.ExitUsage, tc.want, out, errOut)
+		}
+	}
+	// The typo created nothing.
+	c.fails(cli.ExitNotFound, "repo", "get", "demo2")
+	// Help asked for is no mistake.
+	c.ok("repo", "--help")
+	c.ok("help", "branch")
+}
+
 // TestJSONOutput: -o json is one field style (snake_case) in every command
 // and in dump files, shows text keys and values as strings beside their
 // exact bytes, and mutations say what they did.
