@@ -149,6 +149,9 @@ type RefManager interface {
 	// AddCommit stores a commit under the hash of its content and returns
 	// the id; adding the same commit again is a no-op.
 	AddCommit(ctx context.Context, repo *RepositoryRecord, commit Commit) (CommitID, error)
+	// RestoreCommit is AddCommit for RestoreRefs: it stores nothing unless
+	// the commit, as given (a creation date required), hashes to id.
+	RestoreCommit(ctx context.Context, repo *RepositoryRecord, id CommitID, commit Commit) error
 	// FindMergeBase returns the best common ancestor of two commits.
 	FindMergeBase(ctx context.Context, repo *RepositoryRecord, left, right CommitID) (*CommitRecord, error)
 	// Log walks history from a commit, by generation then date, newest

@@ -522,8 +522,8 @@ func (g *Graveler) dumpCommits(ctx context.Context, repo *RepositoryRecord, last
 }
 
 // RestoreRefs loads a dump into a bare repository (no branch, no commit).
-// Commits keep their ids, which is checked; branches get fresh, empty
-// staging tokens. Every commit comes before the first branch or tag, as
+// Commits keep their ids and creation dates, which are checked before a
+// commit is stored; branches get fresh, empty staging tokens. Every commit comes before the first branch or tag, as
 // DumpRefs writes them (ErrInvalidArgument otherwise): the collector
 // leaves a namespace alone only while its repository has no branch, and
 // from the first branch on it keeps what the commits stored so far
@@ -560,12 +560,8 @@ func (g *Graveler) RestoreRefs(ctx context.Context, repoID RepositoryID, records
 		case r.Commit != nil && r.Commit.Commit != nil && refsStarted:
 			return fmt.Errorf("%w: restore record %d: commit %s after a branch or tag (every commit comes first, as a dump writes them)", ErrInvalidArgument, n, r.Commit.CommitID)
 		case r.Commit != nil && r.Commit.Commit != nil:
-			id, err := g.refs.AddCommit(ctx, repo, *r.Commit.Commit)
-			if err != nil {
-				return fmt.Errorf("restore record %d (commit %s): %w", n, r.Commit.CommitID, err)
-			}
-			if id != r.Commit.CommitID {
-				return fmt.Errorf("%w: restore record %d: commit %s hashes to %s", ErrInvalidArgument, n, r.Commit.CommitID, id)
+			if err := g.refs.RestoreCommit(ctx, repo, r.Commit.CommitID, *r.Commit.Commit); err != nil {
+				return fmt.Errorf("restore record %d: %w", n, err)
 			}
 		case r.Branch != nil && r.Branch.Branch != nil:
 			if _, err := g.refs.GetCommit(ctx, repo, r.Branch.CommitID); err != nil {

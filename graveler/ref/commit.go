@@ -126,10 +126,28 @@ func (m *Manager) AddCommit(ctx context.Context, repo *graveler.RepositoryRecord
 	if err != nil {
 		return "", err
 	}
-	return m.addCommit(ctx, part, repo.RepositoryID, commit)
+	return m.addCommit(ctx, part, repo.RepositoryID, commit, "")
 }
 
-func (m *Manager) addCommit(ctx context.Context, part []byte, repo graveler.RepositoryID, c graveler.Commit) (graveler.CommitID, error) {
+// RestoreCommit stores a commit of a dump under id, the id its content must
+// hash to; a commit that does not is refused before anything is stored, so
+// that a refused record leaves a bare repository bare. A commit without a
+// creation date is refused too: AddCommit would date it now, and no id
+// computed at restore could match the dump's.
+func (m *Manager) RestoreCommit(ctx context.Context, repo *graveler.RepositoryRecord, id graveler.CommitID, commit graveler.Commit) error {
+	part, err := repoPartition(repo)
+	if err != nil {
+		return err
+	}
+	if commit.CreationDate.IsZero() {
+		return fmt.Errorf("%w: commit %s has no create_time", graveler.ErrInvalidArgument, id)
+	}
+	_, err = m.addCommit(ctx, part, repo.RepositoryID, commit, id)
+	return err
+}
+
+// addCommit stores c; with want set, only if c hashes to it.
+func (m *Manager) addCommit(ctx context.Context, part []byte, repo graveler.RepositoryID, c graveler.Commit, want graveler.CommitID) (graveler.CommitID, error) {
 	if err := graveler.ValidateCommitMessage(c.Message); err != nil {
 		return "", err
 	}
@@ -162,6 +180,9 @@ func (m *Manager) addCommit(ctx context.Context, part []byte, repo graveler.Repo
 		c.Metadata = nil
 	}
 	id := ComputeCommitID(&c)
+	if want != "" && id != want {
+		return "", fmt.Errorf("%w: commit %s hashes to %s", graveler.ErrInvalidArgument, want, id)
+	}
 	data, err := encodeCommit(&c)
 	if err != nil {
 		return "", err

@@ -266,7 +266,7 @@ func (m *Manager) create(ctx context.Context, id graveler.RepositoryID, repo gra
 
 func (m *Manager) populate(ctx context.Context, repo *graveler.RepositoryRecord, initialCommit graveler.Commit) error {
 	part := keys.RepositoryPartition(string(repo.RepositoryID), string(repo.UniqueID))
-	commitID, err := m.addCommit(ctx, part, repo.RepositoryID, initialCommit)
+	commitID, err := m.addCommit(ctx, part, repo.RepositoryID, initialCommit, "")
 	if err != nil {
 		return err
 	}
