@@ -190,3 +190,34 @@ func TestDumpOfLargeCommits(t *testing.T) {
 		t.Fatalf("streamed %d commits, want %d", commits, want)
 	}
 }
+
+// TestListCommitsFitsClient: like Log, StreamLog and DumpRefs
+// (TestDumpOfLargeCommits), a ListCommits page of the default size fits a
+// client's default 4 MiB, and the pages list every commit.
+func TestListCommitsFitsClient(t *testing.T) {
+	ctx := context.Background()
+	c := largeRepo(t)
+	const n = 12
+	for i := range n {
+		putLarge(t, c, i, 1)
+		msg := string(bytes.Repeat([]byte{'a' + byte(i)}, 900<<10))
+		if _, err := c.Commit(ctx, &pb.CommitRequest{Branch: largeBranch, Options: &pb.CommitOptions{Message: msg}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commits := 0
+	pages(t, func(token string) (string, error) {
+		resp, err := c.ListCommits(ctx, &pb.ListCommitsRequest{Parent: "repositories/repo", PageToken: token}, fitsClient)
+		if err != nil {
+			return "", fmt.Errorf("ListCommits after %d commits: %w", commits, err)
+		}
+		if len(resp.GetCommits()) == 0 {
+			return "", fmt.Errorf("an empty page after %d commits", commits)
+		}
+		commits += len(resp.GetCommits())
+		return resp.GetNextPageToken(), nil
+	})
+	if commits != n+1 {
+		t.Fatalf("listed %d commits, want %d", commits, n+1)
+	}
+}

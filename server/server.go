@@ -69,8 +69,8 @@ func New(svc Service, cfg Config) *Server {
 }
 
 // responseBytes bounds the entries' bytes in one ListEntries page or one
-// StreamEntries message, and the encoded size of one Log or Diff page or
-// one message of the other streams (StreamLog, StreamDiff, DumpRefs): with
+// StreamEntries message, and the encoded size of one Log, ListCommits or
+// Diff page or one message of the other streams (StreamLog, StreamDiff, DumpRefs): with
 // the row that crosses it, a message stays
 // inside the 4 MiB a gRPC client receives by default (and the server's
 // 16 MiB send limit), where a page of 100 values near the 512 KiB limit
@@ -376,16 +376,22 @@ func (s *Server) ListCommits(ctx context.Context, req *pb.ListCommitsRequest) (*
 	if err != nil {
 		return nil, withResource(err, "repository", req.GetParent())
 	}
-	recs, more, err := take(s.svc.ListCommits(ctx, repo, graveler.ListCommitsOptions{After: string(after)}), n)
-	if err != nil {
-		return nil, withResource(err, "repository", req.GetParent())
-	}
 	resp := &pb.ListCommitsResponse{}
-	for _, c := range recs {
-		resp.Commits = append(resp.Commits, commitPB(repo, c))
-	}
-	if more {
-		resp.NextPageToken = s.pager.encode("ListCommits", req, []byte(recs[len(recs)-1].CommitID))
+	var last graveler.CommitID
+	size := 0
+	for c, err := range s.svc.ListCommits(ctx, repo, graveler.ListCommitsOptions{After: string(after)}) {
+		if err != nil {
+			return nil, withResource(err, "repository", req.GetParent())
+		}
+		// A commit message may be near 1 MiB: a page full by bytes ends short.
+		if len(resp.Commits) == n || size >= responseBytes {
+			resp.NextPageToken = s.pager.encode("ListCommits", req, []byte(last))
+			break
+		}
+		m := commitPB(repo, c)
+		resp.Commits = append(resp.Commits, m)
+		size += proto.Size(m)
+		last = c.CommitID
 	}
 	return resp, nil
 }

@@ -2839,7 +2839,10 @@ func (x *ListCommitsRequest) GetPageToken() string {
 // ListCommitsResponse is the response of ListCommits.
 type ListCommitsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// commits is one page of commits, by id.
+	// commits is one page of commits, by id; it may be shorter than
+	// page_size before the end of the list, as a page ends once its commits
+	// reach 3 MiB (commit messages may be near 1 MiB each), so that it fits
+	// a client's default 4 MiB.
 	Commits []*Commit `protobuf:"bytes,1,rep,name=commits,proto3" json:"commits,omitempty"`
 	// next_page_token fetches the next page; empty at the end.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`

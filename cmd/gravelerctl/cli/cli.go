@@ -113,14 +113,15 @@ func Main(ctx context.Context, args []string, s Streams) int {
 		_ = a.cl.Close()
 	}
 	if err != nil {
-		fmt.Fprintln(s.Err, "gravelerctl:", describe(err))
+		fmt.Fprintln(s.Err, "gravelerctl:", describe(err, a.maxRequest))
 	}
 	return ExitCode(err)
 }
 
 // describe adds the ErrorInfo metadata a person needs (e.g. the
-// conflicting keys of a merge) to an error.
-func describe(err error) string {
+// conflicting keys of a merge) to an error. maxRequest is the client's
+// request size limit (--max-request-size).
+func describe(err error, maxRequest int) string {
 	e, ok := errors.AsType[*client.Error](err)
 	if !ok {
 		if errors.Is(err, client.ErrNotReady) && errors.Is(err, context.DeadlineExceeded) {
@@ -133,12 +134,24 @@ func describe(err error) string {
 		msg += "\n  conflicting keys: " + keys + " (" + e.Metadata["conflictCount"] + " in all)"
 	}
 	if e.Reason == "" && errors.Is(err, client.ErrMessageTooLarge) {
-		msg += "\n  the request is over the server's message size limit: send less per request (e.g. a smaller put-bulk --batch)"
+		if responseTooLarge(e.Message, maxRequest) {
+			msg += "\n  the response is over the server's message size limit: ask for less per request (e.g. a smaller --page-size)"
+		} else {
+			msg += "\n  the request is over the server's message size limit: send less per request (e.g. a smaller put-bulk --batch)"
+		}
 	}
 	if id := e.Metadata["requestId"]; id != "" {
 		msg += "\n  request id: " + id
 	}
 	return msg
+}
+
+// responseTooLarge tells from gRPC's wording a response the server could
+// not send from a request over a limit: gRPC says "trying to send" on the
+// side that sends, which is the client only under its own request limit.
+func responseTooLarge(msg string, maxRequest int) bool {
+	return strings.Contains(msg, "trying to send message larger than max") &&
+		!strings.HasSuffix(msg, fmt.Sprintf(" vs. %d)", maxRequest))
 }
 
 func (a *app) root() *cobra.Command {

@@ -461,12 +461,13 @@ func (a *app) logCmd() *cobra.Command {
 }
 
 func (a *app) commitsCmd() *cobra.Command {
-	return &cobra.Command{
+	var pageSize int32
+	c := &cobra.Command{
 		Use: "commits REPO", Short: "List every commit of a repository, by id", Args: nargs(1, "REPO"),
 		RunE: a.run(func(ctx context.Context, cl *client.Client, args []string) error {
 			token := ""
 			for {
-				r, err := cl.ListCommits(ctx, &pb.ListCommitsRequest{Parent: client.Repository(args[0]), PageToken: token})
+				r, err := cl.ListCommits(ctx, &pb.ListCommitsRequest{Parent: client.Repository(args[0]), PageSize: pageSize, PageToken: token})
 				if err != nil {
 					return err
 				}
@@ -481,6 +482,8 @@ func (a *app) commitsCmd() *cobra.Command {
 			}
 		}),
 	}
+	c.Flags().Int32Var(&pageSize, "page-size", 0, "commits per request (0: server default)")
+	return c
 }
 
 func firstLine(s string) string {

@@ -56,8 +56,9 @@
 //	  the client checks, or a request over a gRPC message size limit
 //
 // RESOURCE_EXHAUSTED has two meanings. gRPC answers it, with no ErrorInfo,
-// to a message over its size limit: sending it again fails the same way,
-// so it is invalid input (9). Everything else that answers it (the
+// to a message over its size limit, a request or a response (the hint on
+// stderr says which): sending it again fails the same way, so it is
+// invalid input (9). Everything else that answers it (the
 // server's STORE_QUOTA_EXCEEDED, a slow WatchRefs reader, any future rate
 // limit) clears with time or an operator: retry later (7).
 //

@@ -236,6 +236,39 @@ func TestCommandLineMistakesExitUsage(t *testing.T) {
 	c.ok("help", "branch")
 }
 
+// TestCommitsListsLargeCommits: `gravelerctl log` lists commits with large
+// messages (Log bounds its pages by bytes), and `gravelerctl commits` must
+// list them too.
+func TestCommitsListsLargeCommits(t *testing.T) {
+	c := ctl{t: t, base: []string{"--server", startReal(t, server.GRPCOptions{})}}
+	c.ok("repo", "create", "big")
+	for i := range 20 { // 18 MiB of commit messages
+		c.ok("put", "big", "main", fmt.Sprintf("k%d", i), "--data", "v")
+		c.ok("commit", "big", "main", "-m", strings.Repeat(string(rune('a'+i)), 900<<10))
+	}
+	if out := c.ok("log", "big", "main"); strings.Count(out, "\ncommit ")+1 != 21 {
+		t.Fatalf("control: log shows %d commits", strings.Count(out, "\ncommit ")+1)
+	}
+	for _, args := range [][]string{{"commits", "big"}, {"commits", "big", "--page-size", "2"}} {
+		code, out, errOut := c.run("", args...)
+		if code != 0 || strings.Count(out, "\n") != 21 {
+			t.Errorf("gravelerctl %v: exit %d, %d lines\nstderr: %s", args, code, strings.Count(out, "\n"), errOut)
+		}
+	}
+
+	// A response over the server's send limit is not the request's fault.
+	small := ctl{t: t, base: []string{"--server", startReal(t, server.GRPCOptions{MaxSendMsgSize: 4 << 10})}}
+	small.ok("repo", "create", "small")
+	for i := range 2 { // each commit's response fits, a page of both does not
+		small.ok("put", "small", "main", fmt.Sprint(i), "--data", "v")
+		small.ok("commit", "small", "main", "-m", strings.Repeat("m", 3<<10))
+	}
+	errOut := small.fails(cli.ExitInvalidArgument, "commits", "small")
+	if !strings.Contains(errOut, "the response is over") || strings.Contains(errOut, "the request is over") {
+		t.Errorf("a response over the server's send limit: %s", errOut)
+	}
+}
+
 // TestJSONOutput: -o json is one field style (snake_case) in every command
 // and in dump files, shows text keys and values as strings beside their
 // exact bytes, and mutations say what they did.
