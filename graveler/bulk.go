@@ -97,12 +97,12 @@ func (s *sortedInput) Next() bool {
 	case rec == nil || rec.IsTombstone():
 		s.err = fmt.Errorf("%w: entry %d is a tombstone; a bulk commit takes whole entries", ErrInvalidArgument, s.n)
 	case s.n > 1 && bytes.Compare(rec.Key, s.last) <= 0:
-		s.err = fmt.Errorf("%w: key %q does not sort after %q; a bulk commit takes keys in strictly ascending order", ErrInvalidArgument, rec.Key, s.last)
+		s.err = fmt.Errorf("%w: key %s does not sort after %s; a bulk commit takes keys in strictly ascending order", ErrInvalidArgument, Echo(rec.Key), Echo(s.last))
 	default:
 		if err := ValidateKey(rec.Key); err != nil {
 			s.err = fmt.Errorf("entry %d: %w", s.n, err)
 		} else if err := ValidateValue(rec.Value); err != nil {
-			s.err = fmt.Errorf("key %q: %w", rec.Key, err)
+			s.err = fmt.Errorf("key %s: %w", Echo(rec.Key), err)
 		}
 	}
 	if s.err != nil {

@@ -237,7 +237,7 @@ func (g *Graveler) Set(ctx context.Context, repoID RepositoryID, branch BranchID
 		_, err := g.Get(ctx, repoID, Ref(branch), key)
 		switch {
 		case err == nil:
-			return fmt.Errorf("%w: %q on branch %s of repository %s", ErrEntryExists, key, branch, repoID)
+			return fmt.Errorf("%w: %s on branch %s of repository %s", ErrEntryExists, Echo(key), branch, repoID)
 		case !errors.Is(err, ErrEntryNotFound):
 			return err
 		}
@@ -261,7 +261,7 @@ func (g *Graveler) SetBatch(ctx context.Context, repoID RepositoryID, branch Bra
 		}
 		if r.Value != nil {
 			if err := ValidateValue(r.Value); err != nil {
-				return fmt.Errorf("key %q: %w", r.Key, err)
+				return fmt.Errorf("key %s: %w", Echo(r.Key), err)
 			}
 		}
 	}
@@ -533,7 +533,7 @@ func (g *Graveler) getAtOnceIn(ctx context.Context, repo *RepositoryRecord, ref 
 func (g *Graveler) getCommitted(ctx context.Context, repo *RepositoryRecord, mr MetaRangeID, key Key) (*Value, error) {
 	v, err := g.committed.Get(ctx, repo.StorageNamespace, mr, key)
 	if errors.Is(err, ErrNotFound) {
-		return nil, fmt.Errorf("%w: %q in repository %s", ErrEntryNotFound, key, repo.RepositoryID)
+		return nil, fmt.Errorf("%w: %s in repository %s", ErrEntryNotFound, Echo(key), repo.RepositoryID)
 	}
 	return v, err
 }
@@ -558,7 +558,7 @@ func firstStaged(repo *RepositoryRecord, key Key, toks []StagingToken, lookup fu
 		v, err := lookup(i, st)
 		switch {
 		case err == nil && v == nil:
-			return nil, true, fmt.Errorf("%w: %q in repository %s (deleted)", ErrEntryNotFound, key, repo.RepositoryID)
+			return nil, true, fmt.Errorf("%w: %s in repository %s (deleted)", ErrEntryNotFound, Echo(key), repo.RepositoryID)
 		case err == nil:
 			return v, true, nil
 		case !errors.Is(err, ErrNotFound):

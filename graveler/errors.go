@@ -3,7 +3,26 @@ package graveler
 import (
 	"errors"
 	"fmt"
+	"strconv"
 )
+
+// MaxEcho bounds how much of a client's value (a key, ref, name, prefix,
+// storage namespace) an error message repeats. Such a value may be
+// megabytes, and a message repeating it whole (quoted: four bytes for a
+// control byte) made a status too large for the client's trailers, which
+// tore down its connection and every call on it.
+const MaxEcho = 64
+
+// Echo quotes a client's value for an error message: whole up to MaxEcho
+// bytes, else its first MaxEcho bytes and its full length,
+// "\"abc\"... (3145728 bytes)". Every error that repeats client input goes
+// through it.
+func Echo[S ~string | ~[]byte](s S) string {
+	if len(s) <= MaxEcho {
+		return strconv.Quote(string(s))
+	}
+	return strconv.Quote(string(s[:MaxEcho])) + "... (" + strconv.Itoa(len(s)) + " bytes)"
+}
 
 // Category sentinels. Every specific error wraps exactly one of them, so the
 // gRPC server maps errors to status codes with errors.Is on these alone.
@@ -106,7 +125,7 @@ func (e *MergeConflictError) Error() string {
 		} else {
 			s += ", "
 		}
-		s += fmt.Sprintf("%q", string(k))
+		s += Echo(k)
 	}
 	return ErrMergeConflict.Error() + ": " + s
 }
@@ -143,6 +162,8 @@ type NamespaceInUseError struct {
 	State string
 }
 
+// Error names the namespaces whole: both are normalized, at most
+// MaxStorageNamespaceLen bytes.
 func (e *NamespaceInUseError) Error() string {
 	held := ""
 	if e.Held != e.Namespace {

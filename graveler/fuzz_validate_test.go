@@ -211,3 +211,27 @@ func FuzzValidateStorageNamespace(f *testing.F) {
 		}
 	})
 }
+
+// TestEchoBounded: an error repeats at most MaxEcho bytes of a client's
+// value, and says how long the whole was.
+func TestEchoBounded(t *testing.T) {
+	if got := graveler.Echo("a\x01"); got != `"a\x01"` {
+		t.Errorf("Echo of a short value: %s", got)
+	}
+	long := strings.Repeat("\x01", 3<<20)
+	got := graveler.Echo([]byte(long))
+	if len(got) > 4*graveler.MaxEcho+32 || !strings.HasSuffix(got, "... (3145728 bytes)") {
+		t.Errorf("Echo of 3 MiB: %d bytes, ending %q", len(got), got[max(0, len(got)-40):])
+	}
+	for _, err := range []error{
+		graveler.ValidateBranchID(graveler.BranchID(long)),
+		graveler.ValidateRepositoryID(graveler.RepositoryID(long)),
+		graveler.ValidateCommitID(graveler.CommitID(long)),
+		graveler.ValidateStorageNamespace(graveler.StorageNamespace(long)),
+		graveler.ValidateRef(graveler.Ref(long)),
+	} {
+		if err == nil || len(err.Error()) > 2<<10 {
+			t.Errorf("error of a 3 MiB value: %d bytes", len(err.Error()))
+		}
+	}
+}

@@ -19,6 +19,10 @@ const (
 	MaxValueDataLen    = 512 << 10
 	CommitIDLen        = 64
 	MinCommitPrefixLen = 4
+	// MaxRefLen bounds a reference expression: the longest branch or tag
+	// name with room for a chain of modifiers ("~2^2@..."). A longer one
+	// names nothing.
+	MaxRefLen = MaxBranchIDLen + 256
 	// MaxCommitMessageLen leaves a commit record (the message, parents,
 	// metarange and metadata) 64 KiB under kv.DefaultLimits' 1 MiB value.
 	MaxCommitMessageLen = 960 << 10
@@ -69,7 +73,7 @@ func lowerHex(s string) bool {
 // ValidateRepositoryID: 3..63 of [a-z0-9-], starting with a letter or digit.
 func ValidateRepositoryID(id RepositoryID) error {
 	if !repositoryIDOK(string(id)) {
-		return fmt.Errorf("%w: %q must be 3 to 63 characters of a-z, 0-9 and '-', starting with a letter or digit", ErrInvalidRepositoryID, id)
+		return fmt.Errorf("%w: %s must be 3 to 63 characters of a-z, 0-9 and '-', starting with a letter or digit", ErrInvalidRepositoryID, Echo(id))
 	}
 	return nil
 }
@@ -79,15 +83,15 @@ func validateRefName(base error, s string, max int) error {
 	case s == "":
 		return fmt.Errorf("%w: empty", base)
 	case len(s) > max:
-		return fmt.Errorf("%w: %q is %d bytes, limit %d", base, s, len(s), max)
+		return fmt.Errorf("%w: %s is %d bytes, limit %d", base, Echo(s), len(s), max)
 	case !refNameChars(s):
-		return fmt.Errorf("%w: %q must be of A-Z, a-z, 0-9, '_', '.', '-' and not start with '.' or '-'", base, s)
+		return fmt.Errorf("%w: %s must be of A-Z, a-z, 0-9, '_', '.', '-' and not start with '.' or '-'", base, Echo(s))
 	case strings.HasSuffix(s, ".lock") || strings.Contains(s, ".."):
-		return fmt.Errorf("%w: %q may not end with .lock or contain ..", base, s)
+		return fmt.Errorf("%w: %s may not end with .lock or contain ..", base, Echo(s))
 	case reservedNames[s]:
-		return fmt.Errorf("%w: %q is reserved", base, s)
+		return fmt.Errorf("%w: %s is reserved", base, Echo(s))
 	case len(s) == CommitIDLen && lowerHex(s):
-		return fmt.Errorf("%w: %q looks like a commit id", base, s)
+		return fmt.Errorf("%w: %s looks like a commit id", base, Echo(s))
 	}
 	return nil
 }
@@ -106,7 +110,7 @@ func ValidateTagID(id TagID) error {
 // ValidateCommitID: a full commit id, 64 lower-case hex digits.
 func ValidateCommitID(id CommitID) error {
 	if len(id) != CommitIDLen || !lowerHex(string(id)) {
-		return fmt.Errorf("%w: %q must be %d lower-case hex digits", ErrInvalidCommitID, id, CommitIDLen)
+		return fmt.Errorf("%w: %s must be %d lower-case hex digits", ErrInvalidCommitID, Echo(id), CommitIDLen)
 	}
 	return nil
 }
@@ -139,6 +143,14 @@ func ValidateValue(v *Value) error {
 	return nil
 }
 
+// ValidateRef: up to MaxRefLen bytes; ref.ParseRef checks the syntax.
+func ValidateRef(ref Ref) error {
+	if len(ref) > MaxRefLen {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrInvalidRef, len(ref), MaxRefLen)
+	}
+	return nil
+}
+
 // ValidateCommitMessage: up to MaxCommitMessageLen bytes.
 func ValidateCommitMessage(msg string) error {
 	if len(msg) > MaxCommitMessageLen {
@@ -156,7 +168,7 @@ func ValidateStorageNamespace(ns StorageNamespace) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("%w: %q must be file://..., s3://... or mem://...", ErrInvalidStorageNamespace, ns)
+	return fmt.Errorf("%w: %s must be file://..., s3://... or mem://...", ErrInvalidStorageNamespace, Echo(ns))
 }
 
 // MaxStorageNamespaceLen bounds a new repository's storage namespace.
@@ -183,7 +195,7 @@ func NormalizeStorageNamespace(ns StorageNamespace) (StorageNamespace, error) {
 	if err := ValidateStorageNamespace(ns); err != nil {
 		return "", err
 	}
-	bad := func(why string) error { return fmt.Errorf("%w: %q: %s", ErrInvalidStorageNamespace, ns, why) }
+	bad := func(why string) error { return fmt.Errorf("%w: %s: %s", ErrInvalidStorageNamespace, Echo(ns), why) }
 	if len(ns) > MaxStorageNamespaceLen {
 		return "", bad(fmt.Sprintf("%d bytes, limit %d", len(ns), MaxStorageNamespaceLen))
 	}
@@ -225,7 +237,7 @@ func NormalizeStorageNamespace(ns StorageNamespace) (StorageNamespace, error) {
 		}
 		for _, seg := range strings.Split(prefix, "/") {
 			if seg == "" || seg == "." || seg == ".." || strings.IndexFunc(seg, notNameRune) >= 0 {
-				return "", bad(fmt.Sprintf("prefix segment %q must be made of [A-Za-z0-9._-]", seg))
+				return "", bad(fmt.Sprintf("prefix segment %s must be made of [A-Za-z0-9._-]", Echo(seg)))
 			}
 		}
 		return StorageNamespace("s3://" + host + "/" + prefix), nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"unicode/utf8"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -161,7 +162,8 @@ func (e *resourceError) Error() string { return e.err.Error() }
 func (e *resourceError) Unwrap() error { return e.err }
 
 // withResource names the resource err concerns, as alternating key, value
-// pairs ("repository", "repositories/r", ...). Nil stays nil.
+// pairs ("repository", "repositories/r", ...), values as the request gave
+// them (putMeta bounds them). Nil stays nil.
 func withResource(err error, kvs ...string) error {
 	if err == nil {
 		return nil
@@ -169,10 +171,32 @@ func withResource(err error, kvs ...string) error {
 	meta := make(map[string]string, len(kvs)/2)
 	for i := 0; i+1 < len(kvs); i += 2 {
 		if kvs[i+1] != "" {
-			meta[kvs[i]] = kvs[i+1]
+			putMeta(meta, kvs[i], kvs[i+1])
 		}
 	}
 	return &resourceError{err: err, meta: meta}
+}
+
+// maxMetaValue bounds an ErrorInfo metadata value taken from a request.
+// Every valid key, name and ref is shorter, so only an invalid value is
+// cut; an uncut one (megabytes) made a status too large for the client's
+// trailers, which tore down its connection and every call on it.
+const maxMetaValue = graveler.MaxKeyLen
+
+// putMeta sets the ErrorInfo metadata k to v, a value from the request,
+// in the form docs/operations.md ("Errors a client sees") documents: a
+// value over maxMetaValue bytes is cut to that (at a character boundary)
+// and its full length set under k+"Length".
+func putMeta(meta map[string]string, k, v string) {
+	if len(v) > maxMetaValue {
+		meta[k+"Length"] = strconv.Itoa(len(v))
+		n := maxMetaValue
+		for i := 1; i < utf8.UTFMax && !utf8.RuneStart(v[n]); i++ {
+			n--
+		}
+		v = v[:n]
+	}
+	meta[k] = v
 }
 
 // metadataError is an error that names what its ErrorInfo metadata must
@@ -181,6 +205,9 @@ type metadataError interface {
 	error
 	ErrorMetadata() map[string]string
 }
+
+// maxStatusMessage bounds a status message.
+const maxStatusMessage = 4 << 10
 
 // maxConflictKeys bounds the keys MERGE_CONFLICT lists in its metadata.
 const maxConflictKeys = 20
@@ -233,6 +260,11 @@ func ToStatus(err error, requestID string) *status.Status {
 		meta["requestId"] = requestID
 	}
 	msg := err.Error()
+	if len(msg) > maxStatusMessage {
+		// Every value from a request is cut (graveler.Echo) before it is
+		// in a message; this bounds the few that are not, should one slip.
+		msg = msg[:maxStatusMessage] + "... (" + strconv.Itoa(len(msg)) + " bytes)"
+	}
 	if c == codes.Internal {
 		msg = "internal error (request id " + requestID + ")"
 		meta = map[string]string{"requestId": requestID}

@@ -38,7 +38,7 @@ func CommitName(repo graveler.RepositoryID, commit graveler.CommitID) string {
 func parseRepository(name string) (graveler.RepositoryID, error) {
 	id, ok := strings.CutPrefix(name, collRepositories+"/")
 	if !ok || id == "" || strings.Contains(id, "/") {
-		return "", fmt.Errorf("%w: %q is not repositories/{repository}", ErrInvalidName, name)
+		return "", fmt.Errorf("%w: %s is not repositories/{repository}", ErrInvalidName, graveler.Echo(name))
 	}
 	repo := graveler.RepositoryID(id)
 	if err := graveler.ValidateRepositoryID(repo); err != nil {
@@ -54,7 +54,7 @@ func parseChild(name, collection string) (graveler.RepositoryID, string, error) 
 	r, rest, ok2 := strings.Cut(rest, "/")
 	c, id, ok3 := strings.Cut(rest, "/")
 	if !ok || !ok2 || !ok3 || c != collection || r == "" || id == "" || strings.Contains(id, "/") {
-		return "", "", fmt.Errorf("%w: %q is not repositories/{repository}/%s/{id}", ErrInvalidName, name, collection)
+		return "", "", fmt.Errorf("%w: %s is not repositories/{repository}/%s/{id}", ErrInvalidName, graveler.Echo(name), collection)
 	}
 	repo := graveler.RepositoryID(r)
 	if err := graveler.ValidateRepositoryID(repo); err != nil {
@@ -92,12 +92,21 @@ func parseCommit(name string) (graveler.RepositoryID, graveler.Ref, error) {
 	if err != nil {
 		return "", "", err
 	}
+	if err := graveler.ValidateRef(graveler.Ref(id)); err != nil {
+		return "", "", err
+	}
 	return repo, graveler.Ref(id), nil
 }
 
+// requireRef checks a ref expression at the API boundary: present, and no
+// longer than graveler.MaxRefLen, so that nothing downstream carries (or
+// repeats in an error) megabytes of it.
 func requireRef(field, ref string) (graveler.Ref, error) {
 	if ref == "" {
 		return "", fmt.Errorf("%w: %s", ErrMissingField, field)
+	}
+	if err := graveler.ValidateRef(graveler.Ref(ref)); err != nil {
+		return "", fmt.Errorf("%s: %w", field, err)
 	}
 	return graveler.Ref(ref), nil
 }

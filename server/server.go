@@ -1101,7 +1101,7 @@ func (s *Server) RestoreRefs(stream grpc.ClientStreamingServer[pb.RestoreRefsReq
 		msg := first
 		for {
 			if msg.GetRepository() != "" && msg.GetRepository() != first.GetRepository() {
-				yield(nil, fmt.Errorf("%w: repository changed mid-stream to %q", ErrInvalidName, msg.GetRepository()))
+				yield(nil, fmt.Errorf("%w: repository changed mid-stream to %s", ErrInvalidName, graveler.Echo(msg.GetRepository())))
 				return
 			}
 			for _, r := range msg.GetRecords() {

@@ -81,7 +81,7 @@ func (m *Manager) GetCommitByPrefix(ctx context.Context, repo *graveler.Reposito
 	}
 	p := string(prefix)
 	if len(p) < graveler.MinCommitPrefixLen || len(p) > graveler.CommitIDLen || !isHex(p) {
-		return nil, "", fmt.Errorf("%w: prefix %q must be %d to %d lower-case hex digits", graveler.ErrInvalidCommitID, p, graveler.MinCommitPrefixLen, graveler.CommitIDLen)
+		return nil, "", fmt.Errorf("%w: prefix %s must be %d to %d lower-case hex digits", graveler.ErrInvalidCommitID, graveler.Echo(p), graveler.MinCommitPrefixLen, graveler.CommitIDLen)
 	}
 	if len(p) == graveler.CommitIDLen {
 		c, err := m.getCommit(ctx, part, repo.RepositoryID, prefix)

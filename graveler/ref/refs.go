@@ -21,13 +21,17 @@ const maxRefModifierValue = 1 << 20
 // "~N" is the Nth first-parent ancestor (N defaults to 1), "^N" the Nth
 // parent ("^0" is the commit itself), and "@" right after a branch selects
 // its committed head without staged entries. Modifiers chain left to
-// right: "main~2^2" is the second parent of main's grandparent.
+// right: "main~2^2" is the second parent of main's grandparent. An
+// expression longer than graveler.MaxRefLen is invalid.
 func (m *Manager) ParseRef(ref graveler.Ref) (graveler.RawRef, error) {
 	return ParseRef(ref)
 }
 
 // ParseRef is Manager.ParseRef; it needs no store.
 func ParseRef(ref graveler.Ref) (graveler.RawRef, error) {
+	if err := graveler.ValidateRef(ref); err != nil {
+		return graveler.RawRef{}, err
+	}
 	s := string(ref)
 	i := 0
 	for i < len(s) && s[i] != '~' && s[i] != '^' && s[i] != '@' {
@@ -35,7 +39,7 @@ func ParseRef(ref graveler.Ref) (graveler.RawRef, error) {
 	}
 	raw := graveler.RawRef{BaseRef: s[:i]}
 	if err := validateBaseRef(raw.BaseRef); err != nil {
-		return graveler.RawRef{}, fmt.Errorf("%w: %q: %w", graveler.ErrInvalidRef, s, err)
+		return graveler.RawRef{}, fmt.Errorf("%w: %s: %w", graveler.ErrInvalidRef, graveler.Echo(s), err)
 	}
 	if i < len(s) && s[i] == '@' {
 		raw.Modifiers = append(raw.Modifiers, graveler.RefModifier{Type: graveler.RefModTypeAt})
@@ -49,7 +53,7 @@ func ParseRef(ref graveler.Ref) (graveler.RawRef, error) {
 		case '^':
 			typ = graveler.RefModTypeCaret
 		default:
-			return graveler.RawRef{}, fmt.Errorf("%w: %q: unexpected %q at %d", graveler.ErrInvalidRef, s, s[i], i)
+			return graveler.RawRef{}, fmt.Errorf("%w: %s: unexpected %q at %d", graveler.ErrInvalidRef, graveler.Echo(s), s[i], i)
 		}
 		i++
 		j := i
@@ -60,7 +64,7 @@ func ParseRef(ref graveler.Ref) (graveler.RawRef, error) {
 		if j > i {
 			v, err := strconv.Atoi(s[i:j])
 			if err != nil || v > maxRefModifierValue {
-				return graveler.RawRef{}, fmt.Errorf("%w: %q: modifier %q out of range (max %d)", graveler.ErrInvalidRef, s, s[i:j], maxRefModifierValue)
+				return graveler.RawRef{}, fmt.Errorf("%w: %s: modifier %s out of range (max %d)", graveler.ErrInvalidRef, graveler.Echo(s), graveler.Echo(s[i:j]), maxRefModifierValue)
 			}
 			n = v
 		}
@@ -96,13 +100,13 @@ func (m *Manager) ResolveRawRef(ctx context.Context, repo *graveler.RepositoryRe
 		return nil, err
 	}
 	if err := validateBaseRef(raw.BaseRef); err != nil {
-		return nil, fmt.Errorf("%w: %q: %w", graveler.ErrInvalidRef, raw.BaseRef, err)
+		return nil, fmt.Errorf("%w: %s: %w", graveler.ErrInvalidRef, graveler.Echo(raw.BaseRef), err)
 	}
 	at := false
 	for i, mod := range raw.Modifiers {
 		if mod.Type == graveler.RefModTypeAt {
 			if i != 0 {
-				return nil, fmt.Errorf("%w: %q: '@' must follow the branch name", graveler.ErrInvalidRef, raw.BaseRef)
+				return nil, fmt.Errorf("%w: %s: '@' must follow the branch name", graveler.ErrInvalidRef, graveler.Echo(raw.BaseRef))
 			}
 			at = true
 		}
@@ -150,7 +154,7 @@ func (m *Manager) ResolveRawRef(ctx context.Context, repo *graveler.RepositoryRe
 	}
 	if at {
 		if res.Type != graveler.RefTypeBranch {
-			return nil, fmt.Errorf("%w: %q: '@' applies only to a branch", graveler.ErrInvalidRef, raw.BaseRef)
+			return nil, fmt.Errorf("%w: %s: '@' applies only to a branch", graveler.ErrInvalidRef, graveler.Echo(raw.BaseRef))
 		}
 		res.ResolvedBranchModifier = graveler.ResolvedBranchModifierCommitted
 	}
@@ -164,7 +168,7 @@ func (m *Manager) ResolveRawRef(ctx context.Context, repo *graveler.RepositoryRe
 			continue
 		}
 		if mod.Value < 0 {
-			return nil, fmt.Errorf("%w: %q: negative modifier %d", graveler.ErrInvalidRef, raw.BaseRef, mod.Value)
+			return nil, fmt.Errorf("%w: %s: negative modifier %d", graveler.ErrInvalidRef, graveler.Echo(raw.BaseRef), mod.Value)
 		}
 		// Any ancestry step turns the result into a plain commit.
 		res.Type = graveler.RefTypeCommit

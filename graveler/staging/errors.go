@@ -35,14 +35,5 @@ func storeErr(err error, format string, args ...any) error {
 	return fmt.Errorf("staging: %s: %w", msg, err)
 }
 
-// maxQuotedKey bounds how much of a key an error message shows.
-const maxQuotedKey = 64
-
-// qkey quotes an entry key for an error message: keys are arbitrary bytes
-// up to graveler.MaxKeyLen, so long ones are cut.
-func qkey(k []byte) string {
-	if len(k) <= maxQuotedKey {
-		return fmt.Sprintf("%q", k)
-	}
-	return fmt.Sprintf("%q... (%d bytes)", k[:maxQuotedKey], len(k))
-}
+// qkey quotes an entry key for an error message (graveler.Echo).
+func qkey(k []byte) string { return graveler.Echo(k) }

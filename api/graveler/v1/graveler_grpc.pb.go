@@ -67,10 +67,10 @@ const (
 //
 // Limits (requests over them are INVALID_ARGUMENT): value data 512 KiB,
 // value identity 256 bytes, key 1 KiB, repository id 3 to 63 of [a-z0-9-],
-// branch and tag ids 256 bytes, commit message 960 KiB, 1000 entries per
-// BatchPutEntries. A request message over the server's receive limit
-// (4 MiB by default) is RESOURCE_EXHAUSTED with no ErrorInfo: split it
-// rather than retry it.
+// branch and tag ids 256 bytes, ref expressions 512 bytes, commit message
+// 960 KiB, 1000 entries per BatchPutEntries. A request message over the
+// server's receive limit (4 MiB by default) is RESOURCE_EXHAUSTED with no
+// ErrorInfo: split it rather than retry it.
 //
 // Resource names follow AIP-122:
 //
@@ -641,10 +641,10 @@ func (c *gravelerServiceClient) GetServerVersion(ctx context.Context, in *GetSer
 //
 // Limits (requests over them are INVALID_ARGUMENT): value data 512 KiB,
 // value identity 256 bytes, key 1 KiB, repository id 3 to 63 of [a-z0-9-],
-// branch and tag ids 256 bytes, commit message 960 KiB, 1000 entries per
-// BatchPutEntries. A request message over the server's receive limit
-// (4 MiB by default) is RESOURCE_EXHAUSTED with no ErrorInfo: split it
-// rather than retry it.
+// branch and tag ids 256 bytes, ref expressions 512 bytes, commit message
+// 960 KiB, 1000 entries per BatchPutEntries. A request message over the
+// server's receive limit (4 MiB by default) is RESOURCE_EXHAUSTED with no
+// ErrorInfo: split it rather than retry it.
 //
 // Resource names follow AIP-122:
 //
