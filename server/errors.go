@@ -2,10 +2,13 @@ package server
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -186,7 +189,10 @@ const maxMetaValue = graveler.MaxKeyLen
 // putMeta sets the ErrorInfo metadata k to v, a value from the request,
 // in the form docs/operations.md ("Errors a client sees") documents: a
 // value over maxMetaValue bytes is cut to that (at a character boundary)
-// and its full length set under k+"Length".
+// and its full length set under k+"Length"; a value that is not valid
+// UTF-8 (keys are any bytes) is set base64-encoded (standard, padded)
+// under k+"Base64" instead of k, since metadata values are proto strings,
+// and one that is not UTF-8 cost the status its whole ErrorInfo.
 func putMeta(meta map[string]string, k, v string) {
 	if len(v) > maxMetaValue {
 		meta[k+"Length"] = strconv.Itoa(len(v))
@@ -195,6 +201,10 @@ func putMeta(meta map[string]string, k, v string) {
 			n--
 		}
 		v = v[:n]
+	}
+	if !utf8.ValidString(v) {
+		meta[k+"Base64"] = base64.StdEncoding.EncodeToString([]byte(v))
+		return
 	}
 	meta[k] = v
 }
@@ -241,19 +251,12 @@ func ToStatus(err error, requestID string) *status.Status {
 	}
 	if me, ok := errors.AsType[metadataError](err); ok {
 		for k, v := range me.ErrorMetadata() {
-			meta[k] = v
+			putMeta(meta, k, v)
 		}
 	}
 	if mc, ok := errors.AsType[*graveler.MergeConflictError](err); ok {
-		keys := make([]string, 0, min(len(mc.Keys), maxConflictKeys))
-		for i, k := range mc.Keys {
-			if i == maxConflictKeys {
-				break
-			}
-			keys = append(keys, string(k))
-		}
-		b, _ := json.Marshal(keys)
-		meta["conflictingKeys"] = string(b)
+		name, keys := conflictingKeys(mc.Keys[:min(len(mc.Keys), maxConflictKeys)])
+		meta[name] = keys
 		meta["conflictCount"] = strconv.Itoa(mc.Total)
 	}
 	if requestID != "" {
@@ -265,6 +268,9 @@ func ToStatus(err error, requestID string) *status.Status {
 		// in a message; this bounds the few that are not, should one slip.
 		msg = msg[:maxStatusMessage] + "... (" + strconv.Itoa(len(msg)) + " bytes)"
 	}
+	// The status's message is a proto string too: not UTF-8, it would cost
+	// the ErrorInfo.
+	msg = strings.ToValidUTF8(msg, "\uFFFD")
 	if c == codes.Internal {
 		msg = "internal error (request id " + requestID + ")"
 		meta = map[string]string{"requestId": requestID}
@@ -273,5 +279,38 @@ func ToStatus(err error, requestID string) *status.Status {
 	if d, derr := st.WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain, Metadata: meta}); derr == nil {
 		return d
 	}
+	// Some metadata could not be encoded (none that putMeta set): the
+	// reason, which programs switch on, still goes.
+	if d, derr := st.WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain,
+		Metadata: map[string]string{"requestId": strings.ToValidUTF8(requestID, "\uFFFD")}}); derr == nil {
+		return d
+	}
 	return st
+}
+
+// maxConflictJSON bounds the conflictingKeys metadata value: 20 keys of
+// 1 KiB of control bytes would be 120 KiB of JSON.
+const maxConflictJSON = 8 << 10
+
+// conflictingKeys is the MERGE_CONFLICT metadata listing keys: a JSON
+// array of the keys under "conflictingKeys", or, when one of them is not
+// UTF-8 (which JSON strings and proto strings must be), of their base64
+// under "conflictingKeysBase64", as putMeta does; the last keys are left
+// out while the array is over maxConflictJSON.
+func conflictingKeys(keys []graveler.Key) (string, string) {
+	name, enc := "conflictingKeys", func(k graveler.Key) string { return string(k) }
+	if slices.ContainsFunc(keys, func(k graveler.Key) bool { return !utf8.Valid(k) }) {
+		name, enc = "conflictingKeysBase64", func(k graveler.Key) string { return base64.StdEncoding.EncodeToString(k) }
+	}
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = enc(k)
+	}
+	for {
+		b, _ := json.Marshal(out)
+		if len(b) <= maxConflictJSON || len(out) <= 1 {
+			return name, string(b)
+		}
+		out = out[:len(out)-1]
+	}
 }

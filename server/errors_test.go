@@ -1,7 +1,9 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"strconv"
@@ -175,5 +177,81 @@ func TestCommitMessageTooLarge(t *testing.T) {
 	ok := strings.Repeat("m", graveler.MaxCommitMessageLen)
 	if _, err := c.Commit(ctx, &pb.CommitRequest{Branch: largeBranch, Options: &pb.CommitOptions{Message: ok}}); err != nil {
 		t.Fatalf("commit of a message at the limit: %.200v", err)
+	}
+}
+
+// TestNonUTF8KeyKeepsErrorInfo: keys are any bytes, and every error still
+// carries the ErrorInfo whose reason programs switch on, with the key in
+// its metadata base64-encoded under "keyBase64".
+func TestNonUTF8KeyKeepsErrorInfo(t *testing.T) {
+	ctx := context.Background()
+	c := largeRepo(t)
+	key := []byte("img/\xff.png") // e.g. a Latin-1 file name
+	put := &pb.PutEntryRequest{Branch: largeBranch, IfAbsent: true,
+		Entry: &pb.Entry{Key: key, Value: &pb.Value{Identity: []byte("id"), Data: []byte("d")}}}
+	check := func(what string, err error, wantCode codes.Code, wantReason string) {
+		t.Helper()
+		if code, reason := codeAndReason(t, err); code != wantCode || reason != wantReason {
+			t.Errorf("%s: %v / %q, want %v / %s", what, code, reason, wantCode, wantReason)
+			return
+		}
+		md := errorInfo(t, status.Convert(err)).GetMetadata()
+		if got, derr := base64.StdEncoding.DecodeString(md["keyBase64"]); derr != nil || !bytes.Equal(got, key) || md["key"] != "" {
+			t.Errorf("%s: metadata %q, want the key under keyBase64 only", what, md)
+		}
+	}
+
+	_, err := c.GetEntry(ctx, &pb.GetEntryRequest{Repository: "repositories/repo", Ref: "main", Key: key})
+	check("GetEntry of a missing key", err, codes.NotFound, "ENTRY_NOT_FOUND")
+	if _, err := c.PutEntry(ctx, put); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.PutEntry(ctx, put)
+	check("PutEntry if_absent of an existing key", err, codes.AlreadyExists, "ENTRY_ALREADY_EXISTS")
+	put.IfAbsent = false
+	put.Entry.Value.Data = bytes.Repeat([]byte("d"), graveler.MaxValueDataLen+1)
+	_, err = c.PutEntry(ctx, put)
+	check("PutEntry over the data limit", err, codes.InvalidArgument, "VALUE_TOO_LARGE")
+}
+
+// metaErr is an error whose ErrorInfo metadata it names itself.
+type metaErr map[string]string
+
+func (metaErr) Error() string                      { return "x: not found" }
+func (metaErr) Unwrap() error                      { return graveler.ErrNotFound }
+func (e metaErr) ErrorMetadata() map[string]string { return e }
+
+// TestToStatusKeepsErrorInfo: a message or metadata that is not valid
+// UTF-8 (which a proto string must be) does not cost the status its
+// ErrorInfo.
+func TestToStatusKeepsErrorInfo(t *testing.T) {
+	for name, err := range map[string]error{
+		"message":       fmt.Errorf("%w: key \xff\xfe", graveler.ErrEntryNotFound),
+		"resource":      withResource(graveler.ErrEntryNotFound, "prefix", "a\xff"),
+		"error's own":   metaErr{"path": "a\xff"},
+		"metadata name": metaErr{"p\xff": "a"},
+	} {
+		st := ToStatus(err, "rid")
+		ei := errorInfo(t, st)
+		if ei.GetReason() == "" || ei.GetMetadata()["requestId"] != "rid" {
+			t.Errorf("%s: ErrorInfo %v", name, ei)
+		}
+	}
+	md := errorInfo(t, ToStatus(withResource(graveler.ErrEntryNotFound, "prefix", "a\xff"), "rid")).GetMetadata()
+	if md["prefixBase64"] != base64.StdEncoding.EncodeToString([]byte("a\xff")) {
+		t.Errorf("a non-UTF-8 prefix: metadata %q", md)
+	}
+	mc := &graveler.MergeConflictError{Keys: []graveler.Key{graveler.Key("a"), graveler.Key("\xff")}, Total: 2}
+	md = errorInfo(t, ToStatus(fmt.Errorf("merge: %w", mc), "rid")).GetMetadata()
+	if md["conflictingKeysBase64"] != `["YQ==","/w=="]` || md["conflictingKeys"] != "" {
+		t.Errorf("non-UTF-8 conflicting keys: metadata %q", md)
+	}
+	var long []graveler.Key
+	for range maxConflictKeys {
+		long = append(long, graveler.Key(strings.Repeat("\x01", graveler.MaxKeyLen)))
+	}
+	md = errorInfo(t, ToStatus(&graveler.MergeConflictError{Keys: long, Total: 99}, "rid")).GetMetadata()
+	if n := len(md["conflictingKeys"]); n == 0 || n > maxConflictJSON || md["conflictCount"] != "99" {
+		t.Errorf("20 long conflicting keys: %d bytes of conflictingKeys, count %q", n, md["conflictCount"])
 	}
 }

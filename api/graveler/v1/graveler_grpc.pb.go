@@ -92,7 +92,12 @@ const (
 //
 // Every error carries a google.rpc.ErrorInfo with domain "graveler.v1", an
 // UPPER_SNAKE reason (REPOSITORY_NOT_FOUND, BRANCH_HEAD_MOVED,
-// MERGE_CONFLICT, ...) and the resource in its metadata.
+// MERGE_CONFLICT, ...) and the resource in its metadata. A metadata value
+// from the request that is not valid UTF-8 (keys are any bytes) is
+// base64-encoded (standard, padded) under its key with "Base64" appended
+// ("keyBase64" instead of "key"); one over 1024 bytes is cut, with its
+// full length under its key with "Length" appended (docs/operations.md,
+// "Errors a client sees").
 type GravelerServiceClient interface {
 	// CreateRepository creates a repository with an initial empty commit and
 	// its default branch, or a bare repository (no commit, no branch) to
@@ -666,7 +671,12 @@ func (c *gravelerServiceClient) GetServerVersion(ctx context.Context, in *GetSer
 //
 // Every error carries a google.rpc.ErrorInfo with domain "graveler.v1", an
 // UPPER_SNAKE reason (REPOSITORY_NOT_FOUND, BRANCH_HEAD_MOVED,
-// MERGE_CONFLICT, ...) and the resource in its metadata.
+// MERGE_CONFLICT, ...) and the resource in its metadata. A metadata value
+// from the request that is not valid UTF-8 (keys are any bytes) is
+// base64-encoded (standard, padded) under its key with "Base64" appended
+// ("keyBase64" instead of "key"); one over 1024 bytes is cut, with its
+// full length under its key with "Length" appended (docs/operations.md,
+// "Errors a client sees").
 type GravelerServiceServer interface {
 	// CreateRepository creates a repository with an initial empty commit and
 	// its default branch, or a bare repository (no commit, no branch) to

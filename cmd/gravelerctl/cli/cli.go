@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"crypto/tls"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -130,7 +132,11 @@ func describe(err error, maxRequest int) string {
 		return err.Error()
 	}
 	msg := e.Error()
-	if keys := e.Metadata["conflictingKeys"]; keys != "" {
+	keys := e.Metadata["conflictingKeys"]
+	if b64 := e.Metadata["conflictingKeysBase64"]; keys == "" && b64 != "" {
+		keys = base64Keys(b64)
+	}
+	if keys != "" {
 		msg += "\n  conflicting keys: " + keys + " (" + e.Metadata["conflictCount"] + " in all)"
 	}
 	if e.Reason == "" && errors.Is(err, client.ErrMessageTooLarge) {
@@ -144,6 +150,24 @@ func describe(err error, maxRequest int) string {
 		msg += "\n  request id: " + id
 	}
 	return msg
+}
+
+// base64Keys shows the conflictingKeysBase64 metadata (a JSON array of
+// base64 keys, for keys that are not UTF-8) as keys are shown elsewhere.
+func base64Keys(b64 string) string {
+	var list []string
+	if json.Unmarshal([]byte(b64), &list) != nil {
+		return b64
+	}
+	shown := make([]string, len(list))
+	for i, s := range list {
+		k, err := base64.StdEncoding.DecodeString(s)
+		if err != nil {
+			return b64
+		}
+		shown[i] = displayKey(k)
+	}
+	return "[" + strings.Join(shown, ", ") + "]"
 }
 
 // responseTooLarge tells from gRPC's wording a response the server could
