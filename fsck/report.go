@@ -57,7 +57,7 @@ var Kinds = map[Kind]KindInfo{
 	KindRecordUndecodable: {SeverityError,
 		"a record in etcd does not decode: restore it from an etcd snapshot or a dump (gravelerctl dump/restore), or remove the key with etcdctl once nothing needs it; the cleaner keeps what it may reference meanwhile"},
 	KindBranchDangling: {SeverityError,
-		"the branch's head commit record is gone: move the branch to a commit that exists (gravelerctl branch reset-hard REPO BRANCH COMMIT), or restore the commit record from an etcd snapshot or a dump"},
+		"the branch's head commit record is gone: move the branch to a commit that exists (gravelerctl reset-hard REPO BRANCH REF, with --force if the branch has staged changes to discard), or restore the commit record from an etcd snapshot or a dump"},
 	KindTagDangling: {SeverityError,
 		"the tag's commit record is gone: delete the tag and create it again on an existing commit (gravelerctl tag delete, tag create), or restore the commit record from an etcd snapshot or a dump"},
 	KindCommitParentMissing: {SeverityError,
