@@ -39,14 +39,23 @@
 // incarnation that does not decode is dropped with its partition; its
 // tokens are left to the sweep.
 //
-// Safety alongside gravelerd and other cleaners: nothing reachable from a
-// live repository is dropped. Before draining, a run reads the work list and
+// Safety alongside gravelerd: nothing reachable from a live repository is
+// dropped. Before draining, a run reads the work list and
 // only then the live tokens (the staging and sealed tokens of every branch
 // of every active or still-creating repository); a queued token that is
 // still live (a branch delete that stopped between queueing its tokens and
 // removing the branch) is skipped and retried next run. Tokens are fresh
 // unique names that never become referenced again once unreferenced,
 // so a token found unreferenced after the work list was read stays so.
+//
+// Passes must not overlap (one cleaner at a time: a CronJob that forbids
+// concurrent runs, or Run's leader election). Emptying a deleted
+// repository's storage namespace checks its claim once, before the
+// listing, not before each delete: two passes reclaiming one repository
+// can both find the claim theirs, and while the second still deletes, the
+// first releases the namespace and a new repository claims it and stores
+// objects there, which the second deletes. Everything else a pass does is
+// safe beside another pass.
 //
 // The sweep lists partitions first, then reads records, then the work list,
 // then branches: a partition that holds keys was referenced before it was
@@ -115,9 +124,14 @@
 // after the alarm ends (a failure in Summary that says so). Retiring a
 // record and the GC's bookkeeping fail the same way. The election needs a
 // lease, which etcd refuses then, so Run makes its passes without leading
-// (EtcdElector reports kv.ErrQuotaExceeded).
+// (EtcdElector reports kv.ErrQuotaExceeded). Passes of several replicas
+// may then overlap, which is safe while etcd refuses writes, since no
+// create can claim a released namespace; an overlap that outlasts the
+// alarm is not.
 //
-// Concurrency: a Cleaner is safe for concurrent use; New starts no
+// Concurrency: a Cleaner's methods may be called from several goroutines
+// (its state is locked), but its passes, like those of separate Cleaners,
+// must not overlap (above); Run makes one at a time. New starts no
 // goroutines. The store and Config.Blobs stay owned by the caller.
 //
 // Errors: RunOnce returns an error (wrapping ErrRunFailed) when a pass could

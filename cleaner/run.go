@@ -101,9 +101,10 @@ func (c *Cleaner) Run(ctx context.Context) error {
 				if errors.Is(err, kv.ErrQuotaExceeded) {
 					// Under NOSPACE etcd grants no lease, so nobody can be
 					// elected, yet it still serves the reads and deletes a
-					// pass needs to free space. Passes are safe beside each
-					// other (package doc), so every replica makes them
-					// until the alarm ends.
+					// pass needs to free space. Overlapping passes are safe
+					// while etcd refuses writes (no create can claim a
+					// released namespace; package doc), so every replica
+					// makes them until the alarm ends.
 					c.log.Warn("cleaner: etcd is out of space (NOSPACE): no election possible; making a pass without leadership to free space", zap.Error(err))
 					_, _ = c.RunOnce(ctx)
 					if !ctxtime.Sleep(ctx, c.cfg.Interval) {
