@@ -158,6 +158,60 @@ func TestMetricsDocumented(t *testing.T) {
 	}
 }
 
+var (
+	kvOpRE   = regexp.MustCompile(`\bobserve\("([a-z_]+)"`)
+	backtick = regexp.MustCompile("`([^`]+)`")
+)
+
+// TestKVOpsDocumented checks the op values of graveler_kv_ops_total listed
+// in operations.md against those etcdkv emits, both ways, so that an alert
+// written on a listed op matches something.
+func TestKVOpsDocumented(t *testing.T) {
+	dir := filepath.Join(repoRoot, "etcdkv")
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var emitted []string
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		for _, m := range kvOpRE.FindAllStringSubmatch(read(t, f), -1) {
+			if !slices.Contains(emitted, m[1]) {
+				emitted = append(emitted, m[1])
+			}
+		}
+	}
+	if len(emitted) < 10 {
+		t.Fatalf("found only %d kv ops in etcdkv; has observe moved?", len(emitted))
+	}
+	var row string
+	for _, line := range strings.Split(read(t, "operations.md"), "\n") {
+		if strings.HasPrefix(line, "| `graveler_kv_ops_total") {
+			row = line
+		}
+	}
+	cells := strings.Split(row, "|")
+	if len(cells) < 4 {
+		t.Fatal("operations.md has no graveler_kv_ops_total row")
+	}
+	var listed []string
+	for _, m := range backtick.FindAllStringSubmatch(cells[2], -1) {
+		listed = append(listed, m[1])
+	}
+	for _, op := range emitted {
+		if !slices.Contains(listed, op) {
+			t.Errorf("etcdkv counts op %q, which operations.md's graveler_kv_ops_total row does not list", op)
+		}
+	}
+	for _, op := range listed {
+		if !slices.Contains(emitted, op) {
+			t.Errorf("operations.md lists op %q of graveler_kv_ops_total, which etcdkv never counts", op)
+		}
+	}
+}
+
 var linkRE = regexp.MustCompile(`\]\(([^)#\s]+)(#[^)]*)?\)`)
 
 // TestLinks checks the relative links of docs/ and the README.
