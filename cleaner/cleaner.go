@@ -29,7 +29,7 @@ const (
 type Config struct {
 	// RepositoryCreationTimeout is how long a repository may stay initial
 	// before it counts as a crashed create (default
-	// ref.DefaultRepositoryCreationTimeout; use gravelerd's value).
+	// ref.DefaultRepositoryCreationTimeout, the timeout gravelerd uses).
 	RepositoryCreationTimeout time.Duration
 	// Sweep enables the orphan sweep.
 	Sweep bool

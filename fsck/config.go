@@ -70,8 +70,8 @@ type Config struct {
 	// (default DefaultMaxTombstones).
 	MaxTombstones int64
 	// RepositoryCreationTimeout: an initial record older than this is a
-	// crashed create (default ref.DefaultRepositoryCreationTimeout; use
-	// gravelerd's value).
+	// crashed create (default ref.DefaultRepositoryCreationTimeout, the
+	// timeout gravelerd uses).
 	RepositoryCreationTimeout time.Duration
 	// DeletingTimeout: a deleting record older than this is a stuck
 	// delete (default DefaultDeletingTimeout).

@@ -103,7 +103,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 	fs.DurationVar(&c.cleaner.Timeout, "timeout", 0, "bound on one pass; a pass cut short is finished by the next (0: none)")
 	fs.BoolVar(&c.cleaner.Sweep, "sweep", false, "also reclaim partitions that nothing references (a full pass over partition names)")
 	fs.DurationVar(&c.cleaner.SweepGrace, "sweep-grace", cleaner.DefaultSweepGrace, "the sweep leaves partitions younger than this alone")
-	fs.DurationVar(&c.cleaner.RepositoryCreationTimeout, "repository-creation-timeout", ref.DefaultRepositoryCreationTimeout, "age after which an initial repository is a crashed create (gravelerd's value)")
+	fs.DurationVar(&c.cleaner.RepositoryCreationTimeout, "repository-creation-timeout", ref.DefaultRepositoryCreationTimeout, "age after which an initial repository is a crashed create (the default is gravelerd's fixed creation timeout)")
 	fs.BoolVar(&c.cleaner.DryRun, "dry-run", false, "change nothing; report what would be reclaimed (and, with --gc, collected)")
 	fs.BoolVar(&c.cleaner.GC.Enabled, "gc", false, "after the reclaim pass, delete committed objects (ranges, metaranges) that no commit of a live repository references and that are older than --gc-grace (in daemon mode at most once per --gc-interval)")
 	fs.DurationVar(&c.cleaner.GC.Grace, "gc-grace", cleaner.DefaultGCGrace, "--gc keeps every object modified within this; at least gravelerd's committed-object grace (6h unless changed) and longer than any commit")

@@ -98,7 +98,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 	fs.IntVar(&c.fsck.Parallel, "parallel", fsck.DefaultParallel, "blob store requests in flight, for metaranges and as many for ranges")
 	fs.IntVar(&c.fsck.MaxSealedTokens, "max-sealed-tokens", graveler.DefaultMaxSealedTokens, "a branch with more sealed staging tokens is a finding (gravelerd's value)")
 	fs.Int64Var(&c.fsck.MaxTombstones, "max-tombstones", fsck.DefaultMaxTombstones, "a branch with more staged tombstones is a finding")
-	fs.DurationVar(&c.fsck.RepositoryCreationTimeout, "repository-creation-timeout", ref.DefaultRepositoryCreationTimeout, "age after which an initial repository is a crashed create (gravelerd's value)")
+	fs.DurationVar(&c.fsck.RepositoryCreationTimeout, "repository-creation-timeout", ref.DefaultRepositoryCreationTimeout, "age after which an initial repository is a crashed create (the default is gravelerd's fixed creation timeout)")
 	fs.DurationVar(&c.fsck.DeletingTimeout, "deleting-timeout", fsck.DefaultDeletingTimeout, "age after which a deleting repository is a stuck delete")
 	fs.DurationVar(&c.fsck.OrphanGrace, "orphan-grace", fsck.DefaultOrphanGrace, "unreferenced staging partitions younger than this are not reported (the cleaner's --sweep-grace; negative: none)")
 	fs.DurationVar(&c.timeout, "timeout", 0, "bound on the whole check; one cut short exits 3 (0: none)")
