@@ -94,10 +94,30 @@ func TestUnreachableEtcd(t *testing.T) {
 				t.Errorf("a summary was printed for a pass that never ran: %s", out.String())
 			}
 			last := lastLine(errOut.String())
-			if !strings.Contains(last, "cannot reach etcd at "+tc.endpoint+": ") || !strings.Contains(strings.ToLower(last), tc.cause) {
+			if !strings.Contains(last, "cleaner: exit 1: cannot reach etcd at "+tc.endpoint+": ") || !strings.Contains(strings.ToLower(last), tc.cause) {
 				t.Errorf("last stderr line does not name the endpoint and %q:\n%s", tc.cause, errOut.String())
 			}
 		})
+	}
+}
+
+// TestDaemonFailureLastLine: a daemon that cannot start (its metrics
+// address is taken) ends with the same last line as --once does.
+func TestDaemonFailureLastLine(t *testing.T) {
+	srv := etcdkvtest.NewServer(t)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	var out, errOut bytes.Buffer
+	code := run(t.Context(), []string{"--etcd-endpoints=" + strings.Join(srv.Endpoints(), ","),
+		"--metrics-addr=" + taken.Addr().String()}, noEnv, &out, &errOut)
+	if code != exitFailed {
+		t.Fatalf("exit %d, want %d\n%s", code, exitFailed, errOut.String())
+	}
+	if last := lastLine(errOut.String()); !strings.Contains(last, "cleaner: exit 1: metrics listener: ") {
+		t.Errorf("last stderr line does not say why:\n%s", errOut.String())
 	}
 }
 

@@ -12,9 +12,11 @@
 //	3  the pass stopped at --max-keys or --timeout with nothing failed
 //	   (the next run continues where it stopped).
 //
-// Any exit but 0 is explained by the last line on stderr. Without --once
-// it runs a pass every --interval while it leads an election among
-// replicas, and serves Prometheus metrics on --metrics-addr. With --gc a
+// Any exit but 0, in either mode, ends with the line "cleaner: exit
+// <code>: <why>" on stderr. Without --once it runs a pass every
+// --interval while it leads an election among replicas, and serves
+// Prometheus metrics on --metrics-addr (a daemon that cannot start exits
+// 1, or 2 for bad flags). With --gc a
 // pass then also collects committed objects no commit references (in
 // daemon mode at most once per --gc-interval); the summary's "gc" object
 // says what it marked, listed, deleted and kept. A collection that could
@@ -152,7 +154,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return exitOK
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "cleaner:", err)
+		// No log yet: the same last line, in plain text.
+		fmt.Fprintf(stderr, "cleaner: exit %d: %v\n", exitUsage, err)
 		return exitUsage
 	}
 	level, _ := zapcore.ParseLevel(cfg.logLevel)
@@ -160,6 +163,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	enc.EncodeTime = zapcore.ISO8601TimeEncoder
 	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.AddSync(stderr), level))
 	defer func() { _ = log.Sync() }()
+	code, why := runLogged(ctx, cfg, log, stdout)
+	if code != exitOK {
+		// One place for the last line of every failure, in either mode:
+		// what a Job's log or a crash-looping pod shows first.
+		log.Error("cleaner: exit "+strconv.Itoa(code)+": "+why, zap.Int("exit_code", code))
+	}
+	return code
+}
+
+// runLogged runs the cleaner once the log is set up and returns the exit
+// code, and for a code other than exitOK why.
+func runLogged(ctx context.Context, cfg config, log *zap.Logger, stdout io.Writer) (int, string) {
 	log.Info("cleaner starting", zap.String("version", buildinfo.Version), zap.String("go_version", buildinfo.GoVersion()),
 		zap.Bool("once", cfg.once), zap.Bool("dry_run", cfg.cleaner.DryRun), zap.Bool("gc", cfg.cleaner.GC.Enabled))
 
@@ -168,14 +183,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		// A configuration the client refuses (unreadable TLS files, ...):
 		// nothing was sent yet.
-		log.Error("cleaner: etcd client for " + strings.Join(cfg.etcd.Endpoints, ",") + ": " + err.Error())
-		return exitFailed
+		return exitFailed, "etcd client for " + strings.Join(cfg.etcd.Endpoints, ",") + ": " + err.Error()
 	}
 	defer store.Close()
 	if err := reach(ctx, store.Client(), store.Prefix()+"/", cfg.etcd.DialTimeout); err != nil {
-		log.Error("cleaner: cannot reach etcd at "+strings.Join(cfg.etcd.Endpoints, ",")+": "+err.Error(),
-			zap.Duration("etcd_dial_timeout", cfg.etcd.DialTimeout))
-		return exitFailed
+		return exitFailed, "cannot reach etcd at " + strings.Join(cfg.etcd.Endpoints, ",") + ": " + err.Error()
 	}
 	cfg.cleaner.Logger = log
 	cfg.cleaner.Lister = store
@@ -193,11 +205,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		sum, err := cleaner.New(store, cfg.cleaner).RunOnce(ctx)
 		out, _ := json.Marshal(sum)
 		fmt.Fprintln(stdout, string(out))
-		code, why := onceOutcome(sum, err, cfg.cleaner)
-		if code != exitOK {
-			log.Error("cleaner: exit "+strconv.Itoa(code)+": "+why, zap.Int("exit_code", code))
-		}
-		return code
+		return onceOutcome(sum, err, cfg.cleaner)
 	}
 
 	host, _ := os.Hostname()
@@ -206,8 +214,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if cfg.metricsAddr != "" {
 		ln, err := net.Listen("tcp", cfg.metricsAddr)
 		if err != nil {
-			log.Error("cleaner: metrics listener", zap.Error(err))
-			return 1
+			return exitFailed, "metrics listener: " + err.Error()
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.Handler())
@@ -218,10 +225,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	log.Info("cleaner: daemon started", zap.String("id", id), zap.Duration("interval", cfg.cleaner.Interval))
 	if err := cleaner.New(store, cfg.cleaner).Run(ctx); err != nil {
-		log.Error("cleaner: stopped", zap.Error(err))
-		return exitFailed
+		return exitFailed, "stopped: " + err.Error()
 	}
-	return exitOK
+	return exitOK, ""
 }
 
 // reach checks that etcd answers a read of key within d, so that a wrong

@@ -72,6 +72,9 @@ func TestBadFlags(t *testing.T) {
 		if code := run(t.Context(), args, noEnv, &out, &errOut); code != 2 {
 			t.Errorf("%v: exit %d, want 2\n%s", args, code, errOut.String())
 		}
+		if last := lastLine(errOut.String()); !strings.HasPrefix(last, "cleaner: exit 2: ") {
+			t.Errorf("%v: last stderr line %q, want cleaner: exit 2: <why>", args, last)
+		}
 	}
 	// A bad environment variable too.
 	env := func(k string) string {
