@@ -3,8 +3,14 @@
 //
 // Start returns once the server is ready to serve or fails after
 // Config.StartTimeout. Server.Close stops it and waits; it is safe to call
-// more than once. Errors: ErrStartTimeout, or the embed package's error
-// wrapped with context.
+// more than once.
+//
+// Concurrency: a Server's methods are safe to call from any goroutine;
+// Close called from several waits until the server stopped in each.
+// Servers on distinct data directories may run side by side.
+//
+// Errors: ErrStartTimeout, or the embed package's error wrapped with
+// context.
 package embedded
 
 import (

@@ -1,6 +1,9 @@
 // Package ctxtime waits on a clock and a context together: the backoffs,
 // polls and intervals of the daemon, the cleaner and the change feed all
 // end early when their caller gives up. Safe for concurrent use.
+//
+// Errors: none; Sleep reports a wait cut short by its context as false,
+// and the caller reads ctx.Err() if it needs why.
 package ctxtime
 
 import (
