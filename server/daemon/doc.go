@@ -11,6 +11,15 @@
 // with UNAVAILABLE, then draining in-flight calls, bounded by
 // Config.ShutdownTimeout, then closing the store and the embedded etcd)
 // or when serving fails.
-// Config.Validate reports every invalid setting at once. Errors are
-// prefixed "gravelerd:".
+//
+// Concurrency: several Runs may serve in one process at once (tests and
+// gravelerbench do) if their listen addresses and data directories
+// differ; they share the process's Prometheus metrics, and the range
+// cache's are exported by the first only. Config.Ready is called on
+// Run's goroutine. Config.Validate fills in defaults in place: do not
+// call it on a Config another goroutine reads (Run works on its copy).
+//
+// Errors: Config.Validate reports every invalid setting at once, each
+// wrapping ErrInvalidConfig; a data directory another process holds is
+// ErrDataDirInUse. Every error is prefixed "gravelerd:".
 package daemon
