@@ -7,6 +7,13 @@
 // gravelerd, cleaner for the cleaner daemon); it lives apart from
 // buildinfo so that a binary without metrics (gravelerctl) does not link
 // Prometheus. It has no API and nothing to close.
+//
+// Concurrency: importing it from any number of packages registers the
+// gauge once (package initialization); the gauge is Prometheus's, safe
+// for concurrent scraping.
+//
+// Errors: none. Another graveler_build_info on the default registry
+// panics at start, as promauto does on any duplicate.
 package metric
 
 import (
