@@ -118,6 +118,16 @@
 // overwritten. After the member resumes, every key must still read the
 // newer value: the abandoned first attempt must not apply late.
 //
+// Concurrency: the tests run one after another (none calls t.Parallel);
+// each has its own cluster, data directories and loopback ports.
+//
+// Errors: there is no API to return any. A test fails on what its checker
+// finds (a lost acknowledged write, a history that is not linearizable, a
+// feed that does not replay, an fsck error, a stopped member's window over
+// -stopped.max-window) and when its cluster does not start; a member whose
+// reserved port was taken meanwhile makes it start the cluster again, a
+// few times.
+//
 // The package has no non-test code; without the tag it compiles to this
 // comment. ./etcdproc, the etcd main the tests build, builds with or
 // without it, so that `go vet ./...` and `go build ./...` check it too.

@@ -15,4 +15,10 @@
 // placeholder value would be applied. Without -short, gravelerd and the
 // cleaner run against an etcd started with the rendered etcd arguments and
 // certificates issued as the Certificates describe.
+//
+// Concurrency: there is nothing to call. The tests do not run in parallel
+// (none calls t.Parallel) and build the binaries once per run.
+//
+// Errors: none returned. A test fails naming the manifest's object and
+// field that disagree with the code, or the live run that failed.
 package k8s

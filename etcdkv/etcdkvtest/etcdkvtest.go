@@ -3,6 +3,10 @@
 // client, NewStore an etcdkv.Store on a fresh
 // server. Everything is stopped by t.Cleanup. Safe to call from parallel
 // tests (each call gets its own server, data dir and ports).
+//
+// Errors: none returned. A helper that cannot start, reach or free the
+// server fails t with a message prefixed "etcdkvtest:"; the stores it
+// makes return etcdkv's errors.
 package etcdkvtest
 
 import (

@@ -4,6 +4,10 @@
 // configs' Now; and MarkDeleting, which leaves a repository as a delete
 // interrupted after its first step. Safe to use from parallel tests; each
 // call builds an independent service.
+//
+// Errors: none returned. New cannot fail; MarkDeleting fails t when the
+// repository record cannot be read, decoded or written; the service New
+// builds returns graveler's errors.
 package gravelertest
 
 import (

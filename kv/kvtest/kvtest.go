@@ -4,6 +4,20 @@
 // operation, Interleave runs an operation against it in each Mode, and
 // LateAckStore makes a write applied after its caller gave up answer as it
 // would over the wire. It is imported only by tests.
+//
+// Concurrency: FaultStore, PauseStore and LateAckStore are as safe for
+// concurrent use as the store they wrap (their own state is locked), and
+// a PausePoint may be waited on and released from any goroutine: a held
+// operation runs on one goroutine while the test works on another. Run,
+// Interleave and PausePoint.Wait fail t, so they are called from the
+// test's goroutine.
+//
+// Errors: the wrappers return the wrapped store's errors, and FaultStore
+// its injected ones, each wrapping ErrInjected: kv.ErrUnavailable (not
+// applied) or kv.ErrAmbiguous (applied or not, per FaultMode); after a
+// FaultCrash every operation returns ErrCrashed. LateAckStore answers a
+// write that applied after its context ended kv.ErrAmbiguous. Run,
+// Interleave and PausePoint.Wait report through t.
 package kvtest
 
 import (

@@ -16,4 +16,14 @@
 //
 // StartFakeS3 runs an S3-compatible server in the test process with a
 // clock the test can move, for any package that needs an s3:// store.
+//
+// Concurrency: Run's cases run one after another, each on a store of its
+// own from newStore (the Concurrent case then uses it from many
+// goroutines). StartFakeS3 sets the AWS environment through t.Setenv, so
+// it cannot be called from a parallel test; the server and its Clock are
+// safe for concurrent use.
+//
+// Errors: none returned. A case that finds the contract broken fails t,
+// naming the operation and what it got; StartFakeS3 fails t when it cannot
+// create a bucket.
 package blobtest
