@@ -1,6 +1,16 @@
 // Package daemontest starts a complete gravelerd (daemon.Run with an
 // embedded etcd and a file blob store in a temporary directory) on a
 // loopback port for end-to-end tests, and stops it when the test ends.
+//
+// Concurrency: Start may be called from parallel tests (each server has
+// its own data directory and port; they share the process's metrics). A
+// Server's Stop is not for concurrent calls: call it from the test's
+// goroutine, or leave it to the cleanup.
+//
+// Errors: Start fails t when gravelerd does not start within 60 seconds,
+// with Run's error if it returned one. Stop returns Run's error (nil for
+// a clean shutdown, and when called again); the cleanup reports it
+// through t.
 package daemontest
 
 import (
