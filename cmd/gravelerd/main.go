@@ -4,6 +4,15 @@
 // (flag --etcd-endpoints: GRAVELER_ETCD_ENDPOINTS); a flag given on the
 // command line wins over its variable. SIGINT/SIGTERM shut down gracefully.
 // --version prints the build's version and exits.
+//
+// It exits:
+//
+//	0  shut down by SIGINT/SIGTERM once in-flight calls drained (and
+//	   after --help or --version);
+//	1  it could not start (etcd unreachable, the data directory in use
+//	   by another process, a listen address or TLS file refused) or
+//	   serving failed; the error is the last line on stderr;
+//	2  bad flags or an invalid configuration (every problem is listed).
 package main
 
 import (
