@@ -11,10 +11,18 @@
 //	gravelerbench --server 127.0.0.1:7070 --etcd http://127.0.0.1:2379 --scenario reads
 //
 // Scenarios: staged-writes, reads, long-commit, small-commits-one-branch,
-// small-commits-many-branches, commit-sizes, commit-scaling. --embedded starts an embedded
-// etcd and an in-process gravelerd on loopback, so one command measures
-// everything with no setup. Lines starting with RATIO and COMMIT are the
-// figures to quote.
+// small-commits-many-branches, commit-sizes, commit-scaling, tombstones
+// (what staged deletes cost a listing; it runs the library on etcd, so it
+// needs --embedded or --etcd). --embedded starts an embedded etcd and an
+// in-process gravelerd on loopback, so one command measures everything
+// with no setup. Lines starting with RATIO and COMMIT are the figures to
+// quote.
+//
+// It exits 0 when the scenario ran (calls that failed under load are
+// counted in its figures, by operation and gRPC code, not fatal), 1 when
+// it could not finish (a target it needs missing, a setup step, a
+// timed commit or a profile write failed; the error is the last line on
+// stderr), and 2 for bad flags.
 package main
 
 import (

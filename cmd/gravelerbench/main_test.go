@@ -131,3 +131,31 @@ func TestCPUProfile(t *testing.T) {
 		t.Fatalf("profile %s: %v, %v", path, fi, err)
 	}
 }
+
+// TestDocNamesEveryScenario: the package doc lists every scenario --scenario
+// accepts, so a new one is not left for readers of the code to find.
+func TestDocNamesEveryScenario(t *testing.T) {
+	src, err := os.ReadFile("main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, _, ok := strings.Cut(string(src), "\npackage main")
+	if !ok {
+		t.Fatal("main.go has no package clause")
+	}
+	i := strings.Index(doc, "// Scenarios:")
+	if i < 0 {
+		t.Fatal("the package doc has no \"Scenarios:\" list")
+	}
+	list, _, _ := strings.Cut(doc[i:], ". ")
+	named := regexp.MustCompile(`[a-z]+(?:-[a-z]+)*`).FindAllString(list, -1)
+	for _, s := range scenarios {
+		found := false
+		for _, n := range named {
+			found = found || n == s
+		}
+		if !found {
+			t.Errorf("the package doc's scenario list does not name %q", s)
+		}
+	}
+}
