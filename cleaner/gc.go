@@ -464,6 +464,14 @@ func (g *gcRun) packLive(sp *gcNamespace, id string, size int64) (bool, error) {
 		// finds it gone.
 		return false, nil
 	}
+	if errors.Is(err, committed.ErrCorrupt) {
+		// What it holds is unknown, so it is kept; a damaged pack must
+		// not stop the namespace's collection on every run. gravelerfsck
+		// reports the objects a tree names in it.
+		g.r.c.log.Warn("cleaner: pack index does not read; pack kept", zap.String("namespace", string(sp.ns)),
+			zap.String("pack", committed.PackObjectName(id)), zap.Error(err))
+		return true, nil
+	}
 	if err != nil {
 		return false, fmt.Errorf("read the index of pack %s: %w", id, err)
 	}

@@ -397,6 +397,16 @@ func (f *faultyBlobs) Get(ctx context.Context, ns graveler.StorageNamespace, nam
 	return data, err
 }
 
+func (f *faultyBlobs) GetRange(ctx context.Context, ns graveler.StorageNamespace, name string, offset, length int64) ([]byte, error) {
+	var data []byte
+	err := f.do(func() error {
+		var err error
+		data, err = f.BlobStore.GetRange(ctx, ns, name, offset, length)
+		return err
+	})
+	return data, err
+}
+
 func (f *faultyBlobs) Exists(ctx context.Context, ns graveler.StorageNamespace, name string) (bool, error) {
 	var ok bool
 	err := f.do(func() error {

@@ -286,6 +286,9 @@ func TestGCReadErrorAbortsNamespace(t *testing.T) {
 		{"metarange read fails", func(t *testing.T, f *gcFixture) committed.BlobStore {
 			return &failingBlobs{BlobStore: f.w.b.blobs, ns: f.nsA, op: "get", prefix: committed.MetaRangesPrefix}
 		}},
+		{"packed node read fails", func(t *testing.T, f *gcFixture) committed.BlobStore {
+			return &failingBlobs{BlobStore: f.w.b.blobs, ns: f.nsA, op: "get", prefix: committed.PacksPrefix}
+		}},
 		{"listing fails", func(t *testing.T, f *gcFixture) committed.BlobStore {
 			return &failingBlobs{BlobStore: f.w.b.blobs, ns: f.nsA, op: "list", prefix: committed.MetaRangesPrefix}
 		}},
@@ -365,6 +368,13 @@ func (f *failingBlobs) Get(ctx context.Context, ns graveler.StorageNamespace, na
 		return nil, errUnreadable
 	}
 	return f.BlobStore.Get(ctx, ns, name)
+}
+
+func (f *failingBlobs) GetRange(ctx context.Context, ns graveler.StorageNamespace, name string, offset, length int64) ([]byte, error) {
+	if f.hit(ns, "get", name) {
+		return nil, errUnreadable
+	}
+	return f.BlobStore.GetRange(ctx, ns, name, offset, length)
 }
 
 func (f *failingBlobs) List(ctx context.Context, ns graveler.StorageNamespace, prefix string, fn func([]committed.BlobInfo) error) error {
@@ -1109,4 +1119,46 @@ func listTree(t *testing.T, m *committed.Manager, ns graveler.StorageNamespace, 
 		t.Fatal(err)
 	}
 	return out
+}
+
+// TestGCKeepsAPackWhoseIndexDoesNotRead: a pack no tree names whose index
+// is damaged is kept (what it holds is unknown) and logged, and the rest
+// of its namespace is collected: one damaged pack must not stop a
+// namespace's collection on every run.
+func TestGCKeepsAPackWhoseIndexDoesNotRead(t *testing.T) {
+	store, _, _ := newEtcd(t)
+	b := fileBackend(t)
+	w := newGCWorld(t, store, b, gcGrace)
+	ns := w.createRepo("eta")
+	w.mustCommit("eta", "main", "k/", 30)
+	damaged, other := w.plant(ns, 20), w.plant(ns, 20)
+	var pack string
+	for _, n := range damaged {
+		if kind, _, _ := committed.ParseObjectName(n); kind == committed.ObjectPack {
+			pack = n
+		}
+	}
+	data, err := b.blobs.Get(w.ctx, ns, pack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)-1] ^= 0xff // the footer's checksum
+	if err := b.blobs.Put(w.ctx, ns, pack, data); err != nil {
+		t.Fatal(err)
+	}
+	b.age(t, ns, slices.Collect(maps.Keys(w.objects(ns))), 10*time.Hour)
+	sum, err := cleaner.New(store, w.cleanerConfig(gcGrace)).RunOnce(w.ctx)
+	if err != nil || sum.Errors != 0 || sum.GC.NamespacesAborted != 0 {
+		t.Fatalf("run: %v, %+v, gc %+v", err, sum, sum.GC)
+	}
+	after := w.objects(ns)
+	if !after[pack] {
+		t.Error("a pack whose index does not read was deleted")
+	}
+	for _, n := range append(slices.Clone(other), damaged...) {
+		if n != pack && after[n] {
+			t.Errorf("%s, old and unreferenced, was kept", n)
+		}
+	}
+	w.checkAcked(map[graveler.RepositoryID]graveler.StorageNamespace{"eta": ns})
 }

@@ -87,6 +87,10 @@ type writer struct {
 	// the sealed packs being stored.
 	pack    *packBuilder
 	packSem chan struct{}
+	// distrust: the base root as stored differs from the one the write
+	// went by, so refresh asks the store about every passed-through
+	// subtree (checkBase).
+	distrust bool
 }
 
 type pendingNode struct {
@@ -435,7 +439,7 @@ func (w *writer) finish() (graveler.MetaRangeID, error) {
 			// Received even if refresh panics: abort must not close the
 			// Syncer under the sync in flight.
 			defer func() { serr = <-synced }()
-			return w.m.refresh(w.ctx, w.ns, &w.refs)
+			return w.m.refresh(w.ctx, w.ns, &w.refs, w.distrust)
 		}()
 		if err == nil && serr == nil {
 			if perr := w.m.blobs.Put(w.ctx, w.ns, metaRangeBlobName(id), data); perr != nil {
@@ -477,7 +481,10 @@ func (w *writer) finish() (graveler.MetaRangeID, error) {
 // descendants of a passed-through subtree belong to the base's tree,
 // which a collection marks whole. A child found missing fails the write
 // (wrapping ErrBlobNotFound) rather than give a commit a hole.
-func (m *Manager) refresh(ctx context.Context, ns graveler.StorageNamespace, refs *refList) error {
+//
+// With distrust, what the Manager remembers of a passed-through subtree's
+// blob is not trusted: the store is asked about each (checkBase).
+func (m *Manager) refresh(ctx context.Context, ns graveler.StorageNamespace, refs *refList, distrust bool) error {
 	half := m.cfg.GCGrace / 2
 	now := m.cfg.Now()
 	var stale []string
@@ -490,7 +497,7 @@ func (m *Manager) refresh(ctx context.Context, ns graveler.StorageNamespace, ref
 			// A key built in place: a tree of a million entries has tens
 			// of thousands of children to look up here.
 			key = r.appendFreshKey(key[:0], ns)
-			if at, ok := m.fresh.getBytes(key); ok && now.Sub(at) < half {
+			if at, ok := m.fresh.getBytes(key); ok && now.Sub(at) < half && (!distrust || !r.at.IsZero()) {
 				continue
 			}
 			stale = append(stale, r.name())
@@ -802,23 +809,49 @@ func (a *applier) walk(d *RangeDescriptor, level int, lastSpine bool) error {
 // and the nodes above them are rewritten (and what the boundary rule
 // shifts); every other subtree is passed through by reference, unread.
 func (m *Manager) Apply(ctx context.Context, ns graveler.StorageNamespace, base graveler.MetaRangeID, changes graveler.ValueIterator, opts graveler.ApplyOptions) (graveler.MetaRangeID, graveler.DiffSummary, error) {
-	id, summary, err := m.apply(ctx, ns, base, changes, opts)
-	if errors.Is(err, ErrBlobNotFound) && base != "" {
-		// Perhaps a stale copy of the base's root (reloadRoot), whose
-		// passed-through subtrees the write found missing: the changes
-		// are consumed, so this write fails, and the next one reads the
-		// root as stored.
-		_, _ = m.reloadRoot(ctx, ns, base)
-	}
-	return id, summary, err
-}
-
-func (m *Manager) apply(ctx context.Context, ns graveler.StorageNamespace, base graveler.MetaRangeID, changes graveler.ValueIterator, opts graveler.ApplyOptions) (graveler.MetaRangeID, graveler.DiffSummary, error) {
 	summary := graveler.DiffSummary{Count: map[graveler.DiffType]int{}}
 	root, err := m.loadRoot(ctx, ns, base)
 	if err != nil {
 		return "", summary, err
 	}
+	id, summary, err := m.apply(ctx, ns, base, root, changes, opts)
+	if errors.Is(err, ErrBlobNotFound) && base != "" {
+		// Perhaps the write went by a stale copy of the base's root,
+		// whose passed-through subtrees it found missing: the changes
+		// are consumed, so this write fails, and the next one goes by
+		// the root as stored (reloadRoot).
+		if stored, rerr := m.reloadRoot(ctx, ns, base); rerr == nil && stored.places != root.places {
+			// Retryable, and not a missing object: what is stored is whole.
+			err = fmt.Errorf("committed: base tree %s is stored with other packs than the copy this write read (%v); try again: %w", base, err, graveler.ErrUnavailable)
+		}
+	}
+	return id, summary, err
+}
+
+// checkBase reads the base root a write walked from the store itself.
+// The new tree names the places of the subtrees it passed through, which
+// are those the root it read gives. Another writer may have replaced that
+// root with one of its ID naming other packs, which is harmless while
+// the packs of both live; but a root held since before its namespace was
+// emptied and the same tree written there again names packs that are
+// gone, and this Manager may remember them as fresh (it wrote them), so
+// refresh would not ask. So when the stored root differs from the one
+// read, refresh asks the store about every passed-through subtree rather
+// than trust what it remembers.
+func (m *Manager) checkBase(ctx context.Context, ns graveler.StorageNamespace, base graveler.MetaRangeID, root *treeNode, w *writer) error {
+	if base == "" {
+		return nil
+	}
+	stored, err := m.reloadRoot(ctx, ns, base)
+	if err != nil {
+		return err
+	}
+	w.distrust = stored.places != root.places
+	return nil
+}
+
+func (m *Manager) apply(ctx context.Context, ns graveler.StorageNamespace, base graveler.MetaRangeID, root *treeNode, changes graveler.ValueIterator, opts graveler.ApplyOptions) (graveler.MetaRangeID, graveler.DiffSummary, error) {
+	summary := graveler.DiffSummary{Count: map[graveler.DiffType]int{}}
 	pf := m.newPrefetcher(ctx, ns, root)
 	defer pf.stop()
 	w := m.newWriter(ctx, ns)
@@ -843,6 +876,9 @@ func (m *Manager) apply(ctx context.Context, ns graveler.StorageNamespace, base 
 			return "", summary, graveler.ErrNoChanges
 		}
 		return base, summary, nil
+	}
+	if err := m.checkBase(ctx, ns, base, root, w); err != nil {
+		return "", summary, err
 	}
 	id, err := w.finish()
 	if err != nil {

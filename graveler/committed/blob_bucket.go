@@ -227,6 +227,11 @@ func (s *blobBucketStore) GetRange(ctx context.Context, ns graveler.StorageNames
 		return nil, blobMapErr("get", ns, name, err)
 	}
 	defer r.Close()
+	// The length comes from a reference, which may be damaged: nothing
+	// is allocated for bytes the object does not hold.
+	if size := r.Size(); offset > size || length > size-offset {
+		return nil, fmt.Errorf("get %s %q at %d+%d of %d bytes: %w", ns, name, offset, length, size, ErrShortBlob)
+	}
 	data := make([]byte, length)
 	if _, err := io.ReadFull(r, data); err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {

@@ -98,6 +98,15 @@ func fileReadAt(p string, offset, length int64) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
+	// The length comes from a reference, which may be damaged: nothing
+	// is allocated for bytes the file does not hold.
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if offset > st.Size() || length > st.Size()-offset {
+		return nil, &fs.PathError{Op: "read", Path: p, Err: io.ErrUnexpectedEOF}
+	}
 	buf := make([]byte, length)
 	n, err := f.ReadAt(buf, offset)
 	if n == len(buf) {

@@ -506,8 +506,14 @@ func (c *CachedBlobStore) Put(ctx context.Context, ns graveler.StorageNamespace,
 		// from the store once a commit names it: until then it may be
 		// replaced by another writer's root of the same ID, whose packs
 		// differ (see "Packs" in the package doc). Either way a copy
-		// cached before is dropped, as the object was just replaced.
-		c.forget(key)
+		// cached before is dropped, as the object was just replaced, and
+		// so is what a read of the object under way would cache.
+		c.mu.Lock()
+		c.delGen++
+		if el, ok := c.index[key]; ok {
+			c.removeLocked(el)
+		}
+		c.mu.Unlock()
 		return nil
 	}
 	// Written ranges are often read soon after, and reading one back from

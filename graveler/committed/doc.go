@@ -42,10 +42,16 @@
 // replaces the stored root, so the root is written only once every pack
 // it names is durable (Durability), and a root read earlier, which names
 // the packs of the root it replaced, stays good (Garbage collection). A
+// root held since before its namespace was emptied (a repository deleted)
+// and the same tree written there again names packs that are gone: a
 // reader that meets a missing object below a root it holds reads the
 // root again from the store (past a CachedBlobStore's copy) and goes on
-// from the same place, the shape being that of the ID; a write fails
-// once and reads the root again for the next.
+// from the same place, the shape being that of the ID. A write reads its
+// base's root from the store before it writes its own; when the two
+// differ, it asks the store about every subtree it passed through rather
+// than trust what it remembers as fresh, and a missing one fails the
+// write with graveler.ErrUnavailable (try again), the next write going
+// by the root as stored.
 //
 // # File format
 //
@@ -108,16 +114,19 @@
 //
 // Every level is cut by content. A range ends after a record when its
 // encoded records reach MaxRangeSize (default 64 KiB), or reach
-// MinRangeSize (default 2 KiB) and the key's boundary hash — 64-bit
+// MinRangeSize (default 1 KiB) and the key's boundary hash — 64-bit
 // FNV-1a finished with MurmurHash3's fmix64 — has the bits of
-// BoundaryMask (default 0x1f) all zero: about 32 records past the minimum,
-// a range of 4–6 KiB for entries of ~90 bytes. A node ends after a child
-// entry by the same rule over its own entries with MinNodeSize (2 KiB),
-// MaxNodeSize (32 KiB) and NodeMask (0x3f), testing a hash of the child's
-// MaxKey mixed with the node's level (so a level's cuts are independent of
-// the cuts below it, whose keys all passed the lower test): nodes of about
-// 90 children, 8 KiB. The root is the node being filled at the lowest
-// level with nothing above it when the stream ends.
+// BoundaryMask (default 0xf) all zero: about 16 records past the minimum,
+// a range of about 2.5 KiB for entries of ~90 bytes. A node ends after a
+// child entry by the same rule over its own entries with MinNodeSize (1
+// KiB), MaxNodeSize (32 KiB) and NodeMask (0xf), testing a hash of the
+// child's MaxKey mixed with the node's level (so a level's cuts are
+// independent of the cuts below it, whose keys all passed the lower
+// test): nodes of about 27 children, 2.5 KiB. The root is the node being
+// filled at the lowest level with nothing above it when the stream ends.
+// (Trees written under the earlier defaults, 2 KiB with 0x1f and 2 KiB
+// with 0x3f, were cut where these defaults cut too, so their subtrees
+// pass through writes under these.)
 //
 // A boundary depends only on the entries since the previous one, so an
 // unchanged stretch of keys yields the same ranges and nodes, and the same

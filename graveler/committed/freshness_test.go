@@ -77,7 +77,7 @@ func BenchmarkRefreshKnownFresh(b *testing.B) {
 	}
 	ctx := context.Background()
 	for b.Loop() {
-		if err := m.refresh(ctx, ns, &refs); err != nil {
+		if err := m.refresh(ctx, ns, &refs, false); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -57,6 +57,9 @@ type treeNode struct {
 	// size is the total of the node's encoded records (EstimatedSize of
 	// its entry in its parent); stored is its size in the store.
 	size, stored int
+	// places is the SHA-256 of its locations trailer (zero without one):
+	// two stored copies of a node hold the same bytes but this.
+	places [sha256.Size]byte
 }
 
 // emptyNode is the empty tree's root.

@@ -36,6 +36,10 @@ const (
 	// packsInFlight bounds the sealed packs one writer has being stored,
 	// so that a bulk build holds at most this many plus the one filling.
 	packsInFlight = 2
+	// maxStoredObject bounds the length a location may give an object:
+	// far above any range or node (one record past MaxRangeSize), far
+	// below what a damaged trailer could make a reader allocate.
+	maxStoredObject = 1 << 30
 )
 
 // Location says where a child's object is stored: the zero Location is a
@@ -318,7 +322,7 @@ func applyLocations(trailer []byte, children []RangeDescriptor) error {
 			continue
 		}
 		off, n := d.uvarint(), d.uvarint()
-		if d.err != nil || n == 0 || off > 1<<62 || n > 1<<62 {
+		if d.err != nil || n == 0 || n > maxStoredObject || off > 1<<62 {
 			return corruptf("locations trailer: child %d: bad place", i)
 		}
 		children[i].Loc = Location{Pack: packs[k-1], Offset: int64(off), Length: int64(n)}
@@ -349,6 +353,7 @@ func decodeStoredNode(data []byte, id string) (*treeNode, error) {
 		if err := applyLocations(trailer, n.children); err != nil {
 			return nil, err
 		}
+		n.places = sha256.Sum256(trailer)
 	}
 	return n, nil
 }

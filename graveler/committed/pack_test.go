@@ -3,6 +3,8 @@ package committed
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -115,8 +117,8 @@ func TestStaleRootReadAgain(t *testing.T) {
 	}
 	change := []graveler.ValueRecord{rec(string(last.Key), "new", "x")}
 	_, _, err = writer.Apply(ctx, ns, id, newSliceIter(change), graveler.ApplyOptions{})
-	if !errors.Is(err, ErrBlobNotFound) {
-		t.Fatalf("Apply over a stale root = %v, want ErrBlobNotFound once", err)
+	if !errors.Is(err, graveler.ErrUnavailable) || errors.Is(err, ErrBlobNotFound) {
+		t.Fatalf("Apply over a stale root = %v, want a retryable refusal once", err)
 	}
 	if _, _, err := writer.Apply(ctx, ns, id, newSliceIter(change), graveler.ApplyOptions{}); err != nil {
 		t.Fatalf("Apply again: %v", err)
@@ -217,4 +219,163 @@ func TestLocationsTrailerDamage(t *testing.T) {
 func (m *Manager) nodesHold(ns graveler.StorageNamespace, id graveler.MetaRangeID) bool {
 	_, ok := m.nodes.get(rangeCacheKey(ns, string(id)))
 	return ok
+}
+
+// TestLocationsTrailerHugeLength: a trailer (outside the node's ID,
+// guarded by its checksum only) that places a child at a huge length is
+// refused as ErrCorrupt, and a length within the bound but past the
+// pack's end is refused without allocating it: a damaged reference costs
+// an error, never a panic or the memory it claims.
+func TestLocationsTrailerHugeLength(t *testing.T) {
+	for _, length := range []int64{1 << 62, 512 << 20} {
+		for _, backend := range []string{"mem", "file"} {
+			t.Run(fmt.Sprintf("%s/%d", backend, length), func(t *testing.T) {
+				ctx := context.Background()
+				store := NewBucketStore(BucketConfig{})
+				t.Cleanup(func() { store.Close() })
+				ns := testNS()
+				if backend == "file" {
+					ns, _ = fileNS(t)
+				}
+				m := NewManager(store, multiLevelConfig())
+				recs := numbered(400, "v")
+				id := write(t, m, ns, recs)
+				name := metaRangeBlobName(id)
+				data, err := store.Get(ctx, ns, name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, trailer, err := splitLocations(data)
+				if err != nil || trailer == nil {
+					t.Fatalf("no trailer: %v", err)
+				}
+				n, err := decodeNode(body)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := applyLocations(trailer, n.children); err != nil {
+					t.Fatal(err)
+				}
+				n.children[0].Loc.Length = length
+				bad := appendLocations(append([]byte(nil), body...), n.children)
+				if err := store.Put(ctx, ns, name, bad); err != nil {
+					t.Fatal(err)
+				}
+				var before, after runtime.MemStats
+				runtime.ReadMemStats(&before)
+				_, err = NewManager(store, multiLevelConfig()).Get(ctx, ns, id, recs[0].Key)
+				runtime.ReadMemStats(&after)
+				if !errors.Is(err, ErrCorrupt) {
+					t.Errorf("Get through a child placed at length %d: %v, want ErrCorrupt", length, err)
+				}
+				if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<20 {
+					t.Errorf("Get allocated %d MiB for a damaged length", grew>>20)
+				}
+				if root, err := ReadTreeNode(ctx, store, ns, id); err == nil {
+					if _, err := ReadChildNode(ctx, store, ns, root.Children[0]); !errors.Is(err, ErrCorrupt) {
+						t.Errorf("ReadChildNode: %v, want ErrCorrupt", err)
+					}
+				} else if !errors.Is(err, ErrCorrupt) {
+					t.Errorf("ReadTreeNode: %v, want ErrCorrupt", err)
+				}
+			})
+		}
+	}
+}
+
+// TestStaleRootWriteByItsWriter: as TestStaleRootReadAgain, with the write
+// over the stale root made by the Manager that wrote the tree first (one
+// gravelerd): it remembers the stale root's packs as fresh, having
+// written them, so only the check of the base root as stored stops it
+// from handing out a tree that names packs that are gone. It fails once,
+// retryably, and the next write succeeds.
+func TestStaleRootWriteByItsWriter(t *testing.T) {
+	ctx := context.Background()
+	inner := NewBucketStore(BucketConfig{})
+	t.Cleanup(func() { inner.Close() })
+	ns := testNS()
+	cfg := multiLevelConfig()
+	recs := numbered(400, "v")
+	m := NewManager(inner, cfg)
+	id := write(t, m, ns, recs)
+	last := recs[len(recs)-1]
+	if _, err := m.Get(ctx, ns, id, last.Key); err != nil {
+		t.Fatal(err)
+	}
+	if err := inner.List(ctx, ns, "", func(page []BlobInfo) error {
+		for _, o := range page {
+			if err := inner.Delete(ctx, ns, o.Name); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if again := write(t, NewManager(inner, cfg), ns, recs); again != id {
+		t.Fatalf("the same entries made %s, then %s", id, again)
+	}
+	change := []graveler.ValueRecord{rec(string(last.Key), "new", "x")}
+	nid, _, err := m.Apply(ctx, ns, id, newSliceIter(change), graveler.ApplyOptions{})
+	if err == nil {
+		err = CheckTreeStored(ctx, inner, ns, nid)
+		t.Fatalf("Apply over a stale root handed out %s: %v", nid, err)
+	}
+	if !errors.Is(err, graveler.ErrUnavailable) {
+		t.Fatalf("Apply over a stale root = %v, want a retryable refusal", err)
+	}
+	nid, _, err = m.Apply(ctx, ns, id, newSliceIter(change), graveler.ApplyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckTreeStored(ctx, inner, ns, nid); err != nil {
+		t.Fatalf("the write after the refusal: %v", err)
+	}
+}
+
+// FuzzPackFormats runs the parsers of stored nodes, locations trailers,
+// pack footers and indexes on arbitrary bytes: an error or a result
+// within the input, never a panic or a place outside it.
+//
+//	go test ./graveler/committed -run '^$' -fuzz FuzzPackFormats -fuzztime 60s
+func FuzzPackFormats(f *testing.F) {
+	children := []RangeDescriptor{
+		{MinKey: []byte("a"), MaxKey: []byte("b"), ID: graveler.RangeID(strings.Repeat("0", 63) + "1"), Count: 1, EstimatedSize: 10,
+			Loc: Location{Pack: "0123456789abcdef0123456789abcdef", Offset: 5, Length: 7}},
+		{MinKey: []byte("c"), MaxKey: []byte("d"), ID: graveler.RangeID(strings.Repeat("0", 63) + "2"), Count: 1, EstimatedSize: 10},
+	}
+	data, _, _ := encodeNode(1, children, DefaultBlockSize)
+	f.Add(data, uint8(2))
+	p := &packBuilder{id: "0123456789abcdef0123456789abcdef"}
+	p.add(string(children[0].ID), false, []byte("hello"))
+	p.add(string(children[1].ID), true, []byte("world!"))
+	f.Add(p.finish(), uint8(2))
+	f.Fuzz(func(t *testing.T, b []byte, nchild uint8) {
+		_, _ = decodeStoredNode(b, strings.Repeat("0", 64))
+		if node, trailer, err := splitLocations(b); err == nil && len(node)+len(trailer) > len(b) {
+			t.Fatalf("split of %d bytes into %d and %d", len(b), len(node), len(trailer))
+		}
+		cs := make([]RangeDescriptor, int(nchild)%64)
+		if err := applyLocations(b, cs); err == nil {
+			for _, c := range cs {
+				if c.Loc.Packed() && (c.Loc.Offset < 0 || c.Loc.Length <= 0 || c.Loc.Length > maxStoredObject) {
+					t.Fatalf("location %+v", c.Loc)
+				}
+			}
+		}
+		if len(b) >= packFooterLen {
+			if off, n, err := parsePackFooter(b[len(b)-packFooterLen:], int64(len(b))); err == nil {
+				if off < 0 || n < 0 || off+n > int64(len(b)) {
+					t.Fatalf("index at %d+%d of %d bytes", off, n, len(b))
+				}
+				if entries, err := parsePackIndex(b[off:off+n], off); err == nil {
+					for _, e := range entries {
+						if e.offset < 0 || e.length <= 0 || e.offset+e.length > off {
+							t.Fatalf("index entry %+v past the objects (%d bytes)", e, off)
+						}
+					}
+				}
+			}
+		}
+	})
 }

@@ -127,8 +127,11 @@ func scalingConfig(b *testing.B) committed.Config {
 // BenchmarkCommitScaling bulk-builds a head of N entries, then applies
 // commits of 1,000 changed keys, spread at random or contiguous, each
 // onto the head with a fresh set of keys, on the file store and on the S3
-// fake, with objects stored in packs and (COMMIT_SCALING_UNPACKED=1, as
-// the baseline of the same run) each on its own. It reports per commit:
+// fake, with objects stored in packs and, as baselines of the same run,
+// each on its own (COMMIT_SCALING_UNPACKED=1: store=file-unpacked) and as
+// the release before packs wrote them (COMMIT_SCALING_BEFORE=1:
+// store=file-before, unpacked, ranges cut at 2 KiB and 5 bits and nodes
+// at 2 KiB and 6 bits). It reports per commit:
 // wall time, bytes and blobs written (objects_written: a pack is one) and
 // objects read (a server's warm caches: one Manager for all commits).
 //
@@ -152,19 +155,25 @@ func BenchmarkCommitScaling(b *testing.B) {
 	if os.Getenv("COMMIT_SCALING_UNPACKED") == "1" {
 		packing = append(packing, "unpacked")
 	}
+	if os.Getenv("COMMIT_SCALING_BEFORE") == "1" {
+		packing = append(packing, "before")
+	}
 	for _, st := range stores {
 		for _, n := range scalingSizes() {
 			for _, pk := range packing {
 				name := st.name
-				if pk == "unpacked" {
-					name += "-unpacked"
+				if pk != "packed" {
+					name += "-" + pk
 				}
 				b.Run(fmt.Sprintf("store=%s/n=%d", name, n), func(b *testing.B) {
 					blobs, ns := st.open(b)
 					defer blobs.Close()
 					ms := &meteredStore{BlobStore: blobs}
 					cfg := scalingConfig(b)
-					cfg.Unpacked = pk == "unpacked"
+					cfg.Unpacked = pk != "packed"
+					if pk == "before" {
+						cfg.MinRangeSize, cfg.BoundaryMask, cfg.MinNodeSize, cfg.NodeMask = 2<<10, 1<<5-1, 2<<10, 1<<6-1
+					}
 					m := committed.NewManager(ms, cfg)
 					ctx := context.Background()
 					start := time.Now()
