@@ -52,7 +52,7 @@ var ErrBlobStoreClosed = errors.New("committed: blob store closed")
 // reach the files directly (filePut, fileRead) rather than through
 // fileblob, writing the same files fileblob reads.
 func NewBucketStore(cfg BucketConfig) BlobStore {
-	return &blobBucketStore{cfg: cfg, buckets: map[graveler.StorageNamespace]*blob.Bucket{}}
+	return &blobBucketStore{cfg: cfg, buckets: map[graveler.StorageNamespace]*blob.Bucket{}, packs: newPackFiles()}
 }
 
 type blobBucketStore struct {
@@ -67,6 +67,8 @@ type blobBucketStore struct {
 
 	// fileDirs maps a file:// namespace to its directory (filePath).
 	fileDirs sync.Map
+	// packs keeps recently read packs of file:// namespaces open.
+	packs *packFiles
 }
 
 // bucket returns the open bucket for ns, opening it on first use. Opening is
@@ -140,7 +142,10 @@ func (s *blobBucketStore) Put(ctx context.Context, ns graveler.StorageNamespace,
 		return err
 	}
 	if p, ok := s.filePath(ns, name); ok {
-		if err := filePut(p, data); err != nil {
+		err := filePut(p, data)
+		// After the file is replaced: a read between would open the old.
+		s.packs.forget(p)
+		if err != nil {
 			return fmt.Errorf("put %s %q: %w", ns, name, err)
 		}
 		return nil
@@ -208,7 +213,7 @@ func (s *blobBucketStore) GetRange(ctx context.Context, ns graveler.StorageNames
 		return nil, err
 	}
 	if p, ok := s.filePath(ns, name); ok {
-		data, err := fileReadAt(p, offset, length)
+		data, err := s.packs.readAt(p, offset, length)
 		switch {
 		case err == nil:
 			return data, nil
@@ -304,6 +309,9 @@ func (s *blobBucketStore) Delete(ctx context.Context, ns graveler.StorageNamespa
 	b, err := s.bucket(ctx, ns)
 	if err != nil {
 		return err
+	}
+	if p, ok := s.filePath(ns, name); ok {
+		s.packs.forget(p)
 	}
 	// A blob, not a kv record: content-addressed and immutable, so a re-created object has the same content.
 	if err := b.Delete(ctx, name); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
@@ -537,6 +545,7 @@ func (s *blobBucketStore) Close() error {
 		return nil
 	}
 	s.closed = true
+	s.packs.closeAll()
 	var errs []error
 	for ns, b := range s.buckets {
 		if err := b.Close(); err != nil {

@@ -1,12 +1,14 @@
 package committed
 
 import (
+	"container/list"
 	"errors"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -90,30 +92,128 @@ func fileNotFound(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.EISDIR)
 }
 
-// fileReadAt returns length bytes of the file at p from offset, or an
-// error wrapping io.ErrUnexpectedEOF when the file ends before them.
-func fileReadAt(p string, offset, length int64) ([]byte, error) {
+// packFiles keeps the files of recently read packs open, so that reading
+// one object of a pack costs one pread, not an open, a stat, a pread and
+// a close (a cold listing of a packed 1M-entry tree reads ~40,000 objects
+// that way). A pack's name is never stored again with other bytes, so an
+// open file stays good; Put and Delete through the store drop it anyway,
+// so that what the store itself replaced or removed is not read. A pack
+// another process deletes is read from the open file until it is evicted:
+// its objects are what their IDs say, and only dead packs are deleted.
+type packFiles struct {
+	mu    sync.Mutex
+	max   int
+	order *list.List // of *packFile, most recently used first
+	files map[string]*list.Element
+}
+
+type packFile struct {
+	path string
+	f    *os.File
+	size int64
+	refs int
+	gone bool // evicted: closed by the last reader
+}
+
+const packFilesOpen = 64
+
+func newPackFiles() *packFiles {
+	return &packFiles{max: packFilesOpen, order: list.New(), files: map[string]*list.Element{}}
+}
+
+// readAt reads length bytes at offset of the file at p through an open
+// file, opening it if needed; errors as fileReadAt's.
+func (c *packFiles) readAt(p string, offset, length int64) ([]byte, error) {
+	pf, err := c.acquire(p)
+	if err != nil {
+		return nil, err
+	}
+	defer c.release(pf)
+	// The length comes from a reference, which may be damaged: nothing
+	// is allocated for bytes the file does not hold.
+	if offset > pf.size || length > pf.size-offset {
+		return nil, &fs.PathError{Op: "read", Path: p, Err: io.ErrUnexpectedEOF}
+	}
+	buf := make([]byte, length)
+	if _, err := pf.f.ReadAt(buf, offset); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, &fs.PathError{Op: "read", Path: p, Err: err}
+	}
+	return buf, nil
+}
+
+func (c *packFiles) acquire(p string) (*packFile, error) {
+	c.mu.Lock()
+	if el, ok := c.files[p]; ok {
+		c.order.MoveToFront(el)
+		pf := el.Value.(*packFile)
+		pf.refs++
+		c.mu.Unlock()
+		return pf, nil
+	}
+	c.mu.Unlock()
 	f, err := os.Open(p)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	// The length comes from a reference, which may be damaged: nothing
-	// is allocated for bytes the file does not hold.
 	st, err := f.Stat()
 	if err != nil {
+		f.Close()
 		return nil, err
 	}
-	if offset > st.Size() || length > st.Size()-offset {
-		return nil, &fs.PathError{Op: "read", Path: p, Err: io.ErrUnexpectedEOF}
+	pf := &packFile{path: p, f: f, size: st.Size(), refs: 1}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.files[p]; ok {
+		// Opened meanwhile by another reader: use that one.
+		f.Close()
+		c.order.MoveToFront(el)
+		other := el.Value.(*packFile)
+		other.refs++
+		return other, nil
 	}
-	buf := make([]byte, length)
-	n, err := f.ReadAt(buf, offset)
-	if n == len(buf) {
-		return buf, nil
+	c.files[p] = c.order.PushFront(pf)
+	for c.order.Len() > c.max {
+		c.evictLocked(c.order.Back())
 	}
-	if err == nil || errors.Is(err, io.EOF) {
-		err = io.ErrUnexpectedEOF
+	return pf, nil
+}
+
+func (c *packFiles) release(pf *packFile) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	pf.refs--
+	if pf.gone && pf.refs == 0 {
+		pf.f.Close()
 	}
-	return nil, &fs.PathError{Op: "read", Path: p, Err: err}
+}
+
+// forget drops the open file of p, if any (Put, Delete).
+func (c *packFiles) forget(p string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.files[p]; ok {
+		c.evictLocked(el)
+	}
+}
+
+func (c *packFiles) evictLocked(el *list.Element) {
+	pf := el.Value.(*packFile)
+	c.order.Remove(el)
+	delete(c.files, pf.path)
+	pf.gone = true
+	if pf.refs == 0 {
+		pf.f.Close()
+	}
+}
+
+// closeAll closes every open file no reader holds (Close).
+func (c *packFiles) closeAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for c.order.Len() > 0 {
+		c.evictLocked(c.order.Back())
+	}
 }
