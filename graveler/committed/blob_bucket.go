@@ -310,11 +310,13 @@ func (s *blobBucketStore) Delete(ctx context.Context, ns graveler.StorageNamespa
 	if err != nil {
 		return err
 	}
+	// A blob, not a kv record: content-addressed and immutable, so a re-created object has the same content.
+	err = b.Delete(ctx, name)
 	if p, ok := s.filePath(ns, name); ok {
+		// Once it is gone: a read before would open it again.
 		s.packs.forget(p)
 	}
-	// A blob, not a kv record: content-addressed and immutable, so a re-created object has the same content.
-	if err := b.Delete(ctx, name); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+	if err != nil && gcerrors.Code(err) != gcerrors.NotFound {
 		return fmt.Errorf("delete %s %q: %w", ns, name, err)
 	}
 	return nil

@@ -105,6 +105,11 @@ type packFiles struct {
 	max   int
 	order *list.List // of *packFile, most recently used first
 	files map[string]*list.Element
+	// gen counts forgets: a file opened across one is used for the read
+	// it was opened for and not kept, as it may be the file replaced or
+	// removed. closed: no file is kept any more (Close).
+	gen    uint64
+	closed bool
 }
 
 type packFile struct {
@@ -153,6 +158,7 @@ func (c *packFiles) acquire(p string) (*packFile, error) {
 		c.mu.Unlock()
 		return pf, nil
 	}
+	gen := c.gen
 	c.mu.Unlock()
 	f, err := os.Open(p)
 	if err != nil {
@@ -166,6 +172,12 @@ func (c *packFiles) acquire(p string) (*packFile, error) {
 	pf := &packFile{path: p, f: f, size: st.Size(), refs: 1}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.gen != gen || c.closed {
+		// A Put or Delete may have replaced or removed what was opened,
+		// or the store closed: read once, keep nothing.
+		pf.gone = true
+		return pf, nil
+	}
 	if el, ok := c.files[p]; ok {
 		// Opened meanwhile by another reader: use that one.
 		f.Close()
@@ -190,10 +202,13 @@ func (c *packFiles) release(pf *packFile) {
 	}
 }
 
-// forget drops the open file of p, if any (Put, Delete).
+// forget drops the open file of p, if any, and keeps files being opened
+// meanwhile from staying (Put, Delete: called once the file is replaced
+// or removed).
 func (c *packFiles) forget(p string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.gen++
 	if el, ok := c.files[p]; ok {
 		c.evictLocked(el)
 	}
@@ -209,10 +224,12 @@ func (c *packFiles) evictLocked(el *list.Element) {
 	}
 }
 
-// closeAll closes every open file no reader holds (Close).
+// closeAll closes every open file no reader holds, and keeps none opened
+// after (Close).
 func (c *packFiles) closeAll() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.closed = true
 	for c.order.Len() > 0 {
 		c.evictLocked(c.order.Back())
 	}

@@ -506,14 +506,8 @@ func (c *CachedBlobStore) Put(ctx context.Context, ns graveler.StorageNamespace,
 		// from the store once a commit names it: until then it may be
 		// replaced by another writer's root of the same ID, whose packs
 		// differ (see "Packs" in the package doc). Either way a copy
-		// cached before is dropped, as the object was just replaced, and
-		// so is what a read of the object under way would cache.
-		c.mu.Lock()
-		c.delGen++
-		if el, ok := c.index[key]; ok {
-			c.removeLocked(el)
-		}
-		c.mu.Unlock()
+		// cached before is dropped, as the object was just replaced.
+		c.drop(key)
 		return nil
 	}
 	// Written ranges are often read soon after, and reading one back from
@@ -552,14 +546,19 @@ func (c *CachedBlobStore) Delete(ctx context.Context, ns graveler.StorageNamespa
 	// A blob, not a kv record: content-addressed and immutable.
 	err := c.inner.Delete(ctx, ns, name)
 	// Even if the inner delete failed, a missing cached copy only costs a read.
-	key := cacheKey(ns, name)
+	c.drop(cacheKey(ns, name))
+	return err
+}
+
+// drop removes the cached copy under key, and keeps a read under way from
+// caching what it read before the object was replaced or deleted.
+func (c *CachedBlobStore) drop(key string) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.delGen++
 	if el, ok := c.index[key]; ok {
 		c.removeLocked(el)
 	}
-	c.mu.Unlock()
-	return err
 }
 
 // Close unregisters the metrics and closes the inner store. The cached

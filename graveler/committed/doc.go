@@ -124,9 +124,11 @@
 // independent of the cuts below it, whose keys all passed the lower
 // test): nodes of about 27 children, 2.5 KiB. The root is the node being
 // filled at the lowest level with nothing above it when the stream ends.
-// (Trees written under the earlier defaults, 2 KiB with 0x1f and 2 KiB
-// with 0x3f, were cut where these defaults cut too, so their subtrees
-// pass through writes under these.)
+// (A subtree of a tree written under the earlier defaults, 2 KiB with
+// 0x1f and 2 KiB with 0x3f, ends where these may end one, so an
+// untouched one passes through writes under these; the trees such writes
+// make mix both shapes, and their IDs differ from those of the same
+// entries written in bulk under these.)
 //
 // A boundary depends only on the entries since the previous one, so an
 // unchanged stretch of keys yields the same ranges and nodes, and the same

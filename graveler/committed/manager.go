@@ -18,9 +18,12 @@ import (
 // docs/performance.md, "Committed tree" and "Packs"): with packs, the
 // number of objects a commit writes no longer costs a blob each, so
 // ranges and nodes are small (about 2.5 KiB), which halves the bytes a
-// scattered commit rewrites. Every cut the earlier defaults (2 KiB and
-// 5 bits for ranges, 2 KiB and 6 bits for nodes) made is a cut under
-// these, so subtrees of trees written with them still pass through.
+// scattered commit rewrites. A subtree of a tree written under the
+// earlier defaults (2 KiB and 5 bits for ranges, 2 KiB and 6 bits for
+// nodes) ends where these defaults may end one, so an untouched one still
+// passes through; next to a change a write rewrites a little more until
+// it meets a cut of both, and the tree it makes mixes both shapes (its
+// ID is not that of the same entries written in bulk now).
 const (
 	DefaultMinRangeSize    = 1 << 10
 	DefaultMaxRangeSize    = 64 << 10
@@ -333,6 +336,9 @@ func (m *Manager) reloadRoot(ctx context.Context, ns graveler.StorageNamespace, 
 		data, err = rr.reread(ctx, ns, name)
 	} else {
 		data, err = m.blobs.Get(ctx, ns, name)
+	}
+	if errors.Is(err, ErrBlobNotFound) {
+		return nil, fmt.Errorf("committed: read metarange %s: %w: %w", id, graveler.ErrMetaRangeNotFound, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("committed: read metarange %s: %w", id, err)

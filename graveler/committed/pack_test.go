@@ -86,16 +86,7 @@ func TestStaleRootReadAgain(t *testing.T) {
 
 	// The namespace emptied (a repository deleted) and the same entries
 	// written to it again (another repository on it).
-	if err := inner.List(ctx, ns, "", func(page []BlobInfo) error {
-		for _, o := range page {
-			if err := inner.Delete(ctx, ns, o.Name); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	emptyNamespace(t, inner, ns)
 	if again := write(t, NewManager(inner, cfg), ns, recs); again != id {
 		t.Fatalf("the same entries made %s, then %s", id, again)
 	}
@@ -302,16 +293,7 @@ func TestStaleRootWriteByItsWriter(t *testing.T) {
 	if _, err := m.Get(ctx, ns, id, last.Key); err != nil {
 		t.Fatal(err)
 	}
-	if err := inner.List(ctx, ns, "", func(page []BlobInfo) error {
-		for _, o := range page {
-			if err := inner.Delete(ctx, ns, o.Name); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	emptyNamespace(t, inner, ns)
 	if again := write(t, NewManager(inner, cfg), ns, recs); again != id {
 		t.Fatalf("the same entries made %s, then %s", id, again)
 	}
@@ -378,4 +360,21 @@ func FuzzPackFormats(f *testing.F) {
 			}
 		}
 	})
+}
+
+// emptyNamespace deletes every blob of ns, as the reclaim of a deleted
+// repository does.
+func emptyNamespace(t *testing.T, store BlobStore, ns graveler.StorageNamespace) {
+	t.Helper()
+	ctx := context.Background()
+	if err := store.List(ctx, ns, "", func(page []BlobInfo) error {
+		for _, o := range page {
+			if err := store.Delete(ctx, ns, o.Name); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 }
