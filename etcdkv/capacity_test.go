@@ -51,7 +51,7 @@ func BenchmarkCapacity(b *testing.B) {
 			}
 			fmt.Printf("| %s | %s | %.0f | %s | %s |\n", r.what, logical, r.db, count(2<<30, r.db), count(8<<30, r.db))
 		}
-		fmt.Printf("\n| committed entry | bytes per entry in ranges | in metaranges |\n| --- | ---: | ---: |\n")
+		fmt.Printf("\n| committed entry | bytes per entry in packs (ranges and inner nodes) | in roots |\n| --- | ---: | ---: |\n")
 		for _, r := range rows {
 			if r.blob {
 				fmt.Printf("| %s | %.1f | %.2f |\n", r.what, r.logical, r.db)
