@@ -202,7 +202,7 @@ func (m *Manager) loadNode(ctx context.Context, ns graveler.StorageNamespace, id
 	if n, ok := m.nodes.get(key); ok {
 		return n, nil
 	}
-	data, err := m.readObject(ctx, ns, metaRangeBlobName(id), loc)
+	data, err := readStored(ctx, m.blobs, ns, metaRangeBlobName(id), loc)
 	if err != nil {
 		return nil, fmt.Errorf("committed: read metarange %s: %w", id, err)
 	}
@@ -212,11 +212,6 @@ func (m *Manager) loadNode(ctx context.Context, ns graveler.StorageNamespace, id
 	}
 	m.nodes.add(key, n, n.stored)
 	return n, nil
-}
-
-// readObject reads an object stored at loc, or on its own under name.
-func (m *Manager) readObject(ctx context.Context, ns graveler.StorageNamespace, name string, loc Location) ([]byte, error) {
-	return readStored(ctx, m.blobs, ns, name, loc)
 }
 
 // nodeCacheKey keys a decoded inner node by where it is stored as well
@@ -287,7 +282,7 @@ func (m *Manager) loadRange(ctx context.Context, ns graveler.StorageNamespace, d
 }
 
 func (m *Manager) readRange(ctx context.Context, ns graveler.StorageNamespace, id graveler.RangeID, loc Location) (*rangeFile, error) {
-	data, err := m.readObject(ctx, ns, rangeBlobName(id), loc)
+	data, err := readStored(ctx, m.blobs, ns, rangeBlobName(id), loc)
 	if err != nil {
 		return nil, fmt.Errorf("committed: read range %s: %w", id, err)
 	}

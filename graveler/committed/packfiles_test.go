@@ -28,19 +28,7 @@ func TestPackFilesDeleteRace(t *testing.T) {
 		if err := s.Put(ctx, ns, name, data); err != nil {
 			t.Fatal(err)
 		}
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			_, _ = s.GetRange(ctx, ns, name, 0, 10)
-		}()
-		close(start)
-		if err := s.Delete(ctx, ns, name); err != nil {
-			t.Fatal(err)
-		}
-		wg.Wait()
+		duringGetRange(t, s, ns, name, func() error { return s.Delete(ctx, ns, name) })
 		if _, err := s.GetRange(ctx, ns, name, 0, 10); !errors.Is(err, ErrBlobNotFound) {
 			if served == 0 {
 				t.Errorf("iteration %d: GetRange after Delete returned = %v, want ErrBlobNotFound", i, err)
@@ -67,19 +55,7 @@ func TestPackFilesPutRace(t *testing.T) {
 		if err := s.Put(ctx, ns, name, v1); err != nil {
 			t.Fatal(err)
 		}
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			_, _ = s.GetRange(ctx, ns, name, 0, 10)
-		}()
-		close(start)
-		if err := s.Put(ctx, ns, name, v2); err != nil {
-			t.Fatal(err)
-		}
-		wg.Wait()
+		duringGetRange(t, s, ns, name, func() error { return s.Put(ctx, ns, name, v2) })
 		got, err := s.GetRange(ctx, ns, name, 0, 10)
 		if err != nil || !bytes.Equal(got, v2[:10]) {
 			if stale == 0 {
@@ -89,6 +65,24 @@ func TestPackFilesPutRace(t *testing.T) {
 		}
 	}
 	t.Logf("%d of %d replaced objects read as before", stale, n)
+}
+
+// duringGetRange runs op while a GetRange of name is under way, and
+// returns once both are done.
+func duringGetRange(t *testing.T, s BlobStore, ns graveler.StorageNamespace, name string, op func() error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	wg.Go(func() {
+		<-start
+		_, _ = s.GetRange(context.Background(), ns, name, 0, 10)
+	})
+	close(start)
+	err := op()
+	wg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestPackFilesCloseRace: a GetRange concurrent with Close may open
@@ -177,23 +171,5 @@ func TestStaleRootFileOtherProcess(t *testing.T) {
 	if again := write(t, NewManager(other, cfg), ns, recs); again != id {
 		t.Fatalf("the same entries made %s, then %s", id, again)
 	}
-	change := []graveler.ValueRecord{rec(string(last.Key), "new", "x")}
-	nid, _, err := m.Apply(ctx, ns, id, newSliceIter(change), graveler.ApplyOptions{})
-	if err == nil {
-		err = CheckTreeStored(ctx, inner, ns, nid)
-		if err != nil {
-			t.Fatalf("Apply over a stale root handed out %s: %v", nid, err)
-		}
-		return
-	}
-	if !errors.Is(err, graveler.ErrUnavailable) {
-		t.Fatalf("Apply over a stale root = %v, want a retryable refusal", err)
-	}
-	nid, _, err = m.Apply(ctx, ns, id, newSliceIter(change), graveler.ApplyOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := CheckTreeStored(ctx, inner, ns, nid); err != nil {
-		t.Fatalf("the write after the refusal: %v", err)
-	}
+	applyOverStaleRoot(t, m, inner, ns, id, recs, true)
 }
