@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 	"sync"
 	"time"
@@ -50,9 +51,38 @@ func levelHash(key []byte, level int) uint64 {
 // bytes whose last key is key end here?
 func (c *Config) cutAfter(level int, key []byte, size int) bool {
 	if level == 0 {
-		return size >= c.MaxRangeSize || (size >= c.MinRangeSize && boundaryHash(key)&c.BoundaryMask == 0)
+		return size >= c.MaxRangeSize || (size >= c.MinRangeSize && cutPast(boundaryHash(key), c.BoundaryMask, size-c.MinRangeSize, c.RangeRamp))
 	}
-	return size >= c.MaxNodeSize || (size >= c.MinNodeSize && levelHash(key, level)&c.NodeMask == 0)
+	return size >= c.MaxNodeSize || (size >= c.MinNodeSize && cutPast(levelHash(key, level), c.NodeMask, size-c.MinNodeSize, c.NodeRamp))
+}
+
+// cutPast is the content-defined test of a node past its minimum size by
+// past bytes: the hash's mask bits all zero, or its high 32 bits below a
+// threshold that rises with past from 0 to certainty at ramp bytes.
+//
+// The mask alone cuts after a number of records, so a node's size grows
+// with its entries' (ranges of 4 KiB for entries of 200 bytes) and is
+// spread geometrically; a change lands in a node in proportion to its
+// size, so the nodes a scattered commit rewrites are the largest ones.
+// The ramp bounds a node by bytes and narrows the spread. A cut of the
+// mask stays a cut, so trees written under the mask alone still end
+// their subtrees where this rule may (an untouched one passes through a
+// write). The mask's bits are the hash's lowest, the ramp's its highest:
+// the two tests are independent.
+func cutPast(h, mask uint64, past, ramp int) bool {
+	if h&mask == 0 {
+		return true
+	}
+	if ramp <= 0 {
+		return false
+	}
+	if past >= ramp {
+		return true
+	}
+	// past * 2^32 / ramp, in 128 bits: past < ramp, so the quotient fits.
+	hi, lo := bits.Mul64(uint64(past), 1<<32)
+	threshold, _ := bits.Div64(hi, lo, uint64(ramp))
+	return h>>32 < threshold
 }
 
 // writer turns a sorted stream of records (and of whole subtrees passed

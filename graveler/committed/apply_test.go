@@ -267,3 +267,40 @@ func TestApplyIdenticalContentIdenticalID(t *testing.T) {
 		t.Fatalf("Exists = %v, %v", ok, err)
 	}
 }
+
+// cutPast: a mask hit cuts wherever past the minimum; otherwise the ramp
+// cuts with a chance of past/ramp, certainly from ramp bytes on, and not
+// at all without a ramp.
+func TestCutPast(t *testing.T) {
+	const mask = 0xf
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, ramp := range []int{1, 1000, 2048, 1 << 40} {
+		for _, frac := range []float64{0, 0.25, 0.5, 0.9} {
+			past := int(frac * float64(ramp))
+			cuts, misses := 0, 0
+			const n = 200000
+			for range n {
+				h := r.Uint64() | 1 // no mask hit
+				if cutPast(h, mask, past, ramp) {
+					cuts++
+				}
+				if !cutPast(h, mask, past, -1) {
+					misses++
+				}
+				if !cutPast(h&^mask, mask, past, ramp) {
+					t.Fatalf("ramp %d past %d: a mask hit did not cut", ramp, past)
+				}
+			}
+			if misses != n {
+				t.Fatalf("no ramp: %d of %d hashes without a mask hit cut", n-misses, n)
+			}
+			want := float64(past) / float64(ramp)
+			if got := float64(cuts) / n; got < want-0.01 || got > want+0.01 {
+				t.Errorf("ramp %d past %d: cut %.3f of the time, want %.3f", ramp, past, got, want)
+			}
+		}
+		if !cutPast(^uint64(0)-mask+1, mask, ramp, ramp) && ramp > 0 {
+			t.Errorf("ramp %d: no cut at the end of the ramp", ramp)
+		}
+	}
+}

@@ -114,21 +114,29 @@
 //
 // Every level is cut by content. A range ends after a record when its
 // encoded records reach MaxRangeSize (default 64 KiB), or reach
-// MinRangeSize (default 1 KiB) and the key's boundary hash — 64-bit
+// MinRangeSize (default 1 KiB) and either the key's boundary hash — 64-bit
 // FNV-1a finished with MurmurHash3's fmix64 — has the bits of
-// BoundaryMask (default 0xf) all zero: about 16 records past the minimum,
-// a range of about 2.5 KiB for entries of ~90 bytes. A node ends after a
-// child entry by the same rule over its own entries with MinNodeSize (1
-// KiB), MaxNodeSize (32 KiB) and NodeMask (0xf), testing a hash of the
+// BoundaryMask (default 0xf) all zero, or the hash's high 32 bits fall
+// below a threshold that rises with the bytes past the minimum, from 0
+// to certainty at RangeRamp (default 2 KiB) past it. The mask alone
+// counts records (about 16 past the minimum, ranges of 4–5 KiB for
+// entries of 200 bytes, geometrically spread); the ramp bounds a range
+// in bytes, at most 3 KiB and a record, about 2 KiB on average for
+// entries of 100 to 200 bytes. A node ends after a child entry by the
+// same rule over its own entries with MinNodeSize (1 KiB), MaxNodeSize
+// (32 KiB), NodeMask (0xf) and NodeRamp (2 KiB), testing a hash of the
 // child's MaxKey mixed with the node's level (so a level's cuts are
 // independent of the cuts below it, whose keys all passed the lower
-// test): nodes of about 27 children, 2.5 KiB. The root is the node being
-// filled at the lowest level with nothing above it when the stream ends.
-// (A subtree of a tree written under the earlier defaults, 2 KiB with
-// 0x1f and 2 KiB with 0x3f, ends where these may end one, so an
-// untouched one passes through writes under these; the trees such writes
-// make mix both shapes, and their IDs differ from those of the same
-// entries written in bulk under these.)
+// test). The root is the node being filled at the lowest level with
+// nothing above it when the stream ends.
+//
+// Every cut of an earlier rule (masks alone, at these sizes or at 2 KiB
+// with 0x1f and 2 KiB with 0x3f) is a cut of this one wherever the new
+// node reached its minimum, so an untouched subtree of an old tree passes
+// through a write. Next to a change the write cuts the old nodes anew
+// until a new node ends where an old one did (a few nodes a level), and
+// the tree it makes mixes both shapes: its ID differs from that of the
+// same entries written in bulk now.
 //
 // A boundary depends only on the entries since the previous one, so an
 // unchanged stretch of keys yields the same ranges and nodes, and the same

@@ -15,15 +15,13 @@ import (
 
 // Defaults for Config's zero fields. The sizes were chosen by measuring
 // commits of 1,000 keys onto heads of 10k to 10M entries (see
-// docs/performance.md, "Committed tree" and "Packs"): with packs, the
-// number of objects a commit writes no longer costs a blob each, so
-// ranges and nodes are small (about 2.5 KiB), which halves the bytes a
-// scattered commit rewrites. A subtree of a tree written under the
-// earlier defaults (2 KiB and 5 bits for ranges, 2 KiB and 6 bits for
-// nodes) ends where these defaults may end one, so an untouched one still
-// passes through; next to a change a write rewrites a little more until
-// it meets a cut of both, and the tree it makes mixes both shapes (its
-// ID is not that of the same entries written in bulk now).
+// docs/performance.md, "Committed tree", "Packs" and "Ramps"): with
+// packs, the number of objects a commit writes no longer costs a blob
+// each, so ranges and nodes are small (about 2 KiB), and the ramps bound
+// them in bytes, since a scattered commit rewrites the ranges and nodes
+// its changes fall in, in proportion to their size. Trees written under
+// earlier defaults pass through writes under these, untouched subtrees
+// whole (see "Boundaries" in the package doc).
 const (
 	DefaultMinRangeSize    = 1 << 10
 	DefaultMaxRangeSize    = 64 << 10
@@ -31,6 +29,8 @@ const (
 	DefaultMinNodeSize     = 1 << 10
 	DefaultMaxNodeSize     = 32 << 10
 	DefaultNodeMask        = 1<<4 - 1
+	DefaultRangeRamp       = 2 << 10
+	DefaultNodeRamp        = 2 << 10
 	DefaultBlockSize       = 4 << 10
 	DefaultNodeCacheBytes  = 64 << 20
 	DefaultRangeCacheBytes = 64 << 20
@@ -49,7 +49,7 @@ const (
 
 // Config tunes tree boundaries and the in-memory caches. Zero fields take
 // the defaults above. Tree IDs are reproducible only under one
-// configuration of the sizes, masks and BlockSize.
+// configuration of the sizes, masks, ramps and BlockSize.
 type Config struct {
 	// MinRangeSize: no content-defined cut before a range (leaf) holds
 	// this many bytes of encoded records.
@@ -64,6 +64,13 @@ type Config struct {
 	MinNodeSize int
 	MaxNodeSize int
 	NodeMask    uint64
+	// RangeRamp and NodeRamp: past its minimum size, a range (node) is
+	// also cut after a record with a chance that rises with its bytes
+	// past the minimum, from 0 to certainty at this many, so that its
+	// size is bounded in bytes rather than in records (see cutPast).
+	// Negative: the mask alone.
+	RangeRamp int
+	NodeRamp  int
 	// BlockSize is the target size of a data block within a range file.
 	BlockSize int
 	// WriteParallelism bounds the objects one Apply or tree write has in
@@ -118,6 +125,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.NodeMask == 0 {
 		c.NodeMask = DefaultNodeMask
+	}
+	if c.RangeRamp == 0 {
+		c.RangeRamp = DefaultRangeRamp
+	}
+	if c.NodeRamp == 0 {
+		c.NodeRamp = DefaultNodeRamp
 	}
 	if c.BlockSize <= 0 {
 		c.BlockSize = DefaultBlockSize

@@ -48,7 +48,9 @@ func (s *countingStore) GetRange(ctx context.Context, ns graveler.StorageNamespa
 }
 
 // tinyConfig makes ranges of about 8 keys so small tests span many ranges.
-var tinyConfig = Config{MinRangeSize: 1, MaxRangeSize: 4 << 10, BoundaryMask: 7, BlockSize: 128}
+// Cut by the masks alone: tests built on it count on shapes the masks
+// make (a root of level 1 over 200 keys, say).
+var tinyConfig = Config{MinRangeSize: 1, MaxRangeSize: 4 << 10, BoundaryMask: 7, BlockSize: 128, RangeRamp: -1, NodeRamp: -1}
 
 var nsCounter atomic.Int64
 

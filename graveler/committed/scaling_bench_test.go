@@ -104,8 +104,9 @@ func scalingSizes() []int {
 }
 
 // scalingConfig reads COMMIT_SCALING_CFG, "minRange,rangeMaskBits,
-// minNode,nodeMaskBits" (sizes in bytes), to compare tree shapes; default
-// the package defaults.
+// minNode,nodeMaskBits[,rangeRamp,nodeRamp]" (sizes in bytes; a ramp of
+// -1 is the mask alone), to compare tree shapes; default the package
+// defaults.
 func scalingConfig(b *testing.B) committed.Config {
 	var cfg committed.Config
 	if p, err := strconv.Atoi(os.Getenv("COMMIT_SCALING_PAR")); err == nil {
@@ -115,12 +116,16 @@ func scalingConfig(b *testing.B) committed.Config {
 	if s == "" {
 		return cfg
 	}
-	var v [4]int
-	if _, err := fmt.Sscanf(s, "%d,%d,%d,%d", &v[0], &v[1], &v[2], &v[3]); err != nil {
+	var v [6]int
+	n, err := fmt.Sscanf(s, "%d,%d,%d,%d,%d,%d", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5])
+	if n < 4 || (n > 4 && n < 6) {
 		b.Fatalf("COMMIT_SCALING_CFG %q: %v", s, err)
 	}
 	cfg.MinRangeSize, cfg.BoundaryMask = v[0], 1<<v[1]-1
 	cfg.MinNodeSize, cfg.NodeMask = v[2], 1<<v[3]-1
+	if n == 6 {
+		cfg.RangeRamp, cfg.NodeRamp = v[4], v[5]
+	}
 	return cfg
 }
 
@@ -173,6 +178,7 @@ func BenchmarkCommitScaling(b *testing.B) {
 					cfg.Unpacked = pk != "packed"
 					if pk == "before" {
 						cfg.MinRangeSize, cfg.BoundaryMask, cfg.MinNodeSize, cfg.NodeMask = 2<<10, 1<<5-1, 2<<10, 1<<6-1
+						cfg.RangeRamp, cfg.NodeRamp = -1, -1
 					}
 					m := committed.NewManager(ms, cfg)
 					ctx := context.Background()
