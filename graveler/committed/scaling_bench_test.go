@@ -136,7 +136,13 @@ func scalingConfig(b *testing.B) committed.Config {
 // each on its own (COMMIT_SCALING_UNPACKED=1: store=file-unpacked) and as
 // the release before packs wrote them (COMMIT_SCALING_BEFORE=1:
 // store=file-before, unpacked, ranges cut at 2 KiB and 5 bits and nodes
-// at 2 KiB and 6 bits). It reports per commit:
+// at 2 KiB and 6 bits), as the release before the ramps did
+// (COMMIT_SCALING_MASKS=1: store=file-masks, packed, cut by the masks
+// alone), and onto a head written by that release
+// (COMMIT_SCALING_UPGRADE=1: store=file-upgrade, every commit the first
+// onto an old tree: the cost of reshaping its nodes next to each change,
+// which later commits near the same keys no longer pay). It reports per
+// commit:
 // wall time, bytes and blobs written (objects_written: a pack is one) and
 // objects read (a server's warm caches: one Manager for all commits).
 //
@@ -163,6 +169,12 @@ func BenchmarkCommitScaling(b *testing.B) {
 	if os.Getenv("COMMIT_SCALING_BEFORE") == "1" {
 		packing = append(packing, "before")
 	}
+	if os.Getenv("COMMIT_SCALING_MASKS") == "1" {
+		packing = append(packing, "masks")
+	}
+	if os.Getenv("COMMIT_SCALING_UPGRADE") == "1" {
+		packing = append(packing, "upgrade")
+	}
 	for _, st := range stores {
 		for _, n := range scalingSizes() {
 			for _, pk := range packing {
@@ -180,10 +192,20 @@ func BenchmarkCommitScaling(b *testing.B) {
 						cfg.MinRangeSize, cfg.BoundaryMask, cfg.MinNodeSize, cfg.NodeMask = 2<<10, 1<<5-1, 2<<10, 1<<6-1
 						cfg.RangeRamp, cfg.NodeRamp = -1, -1
 					}
+					build := cfg
+					switch pk {
+					case "masks":
+						cfg.Unpacked, cfg.RangeRamp, cfg.NodeRamp = false, -1, -1
+						build = cfg
+					case "upgrade":
+						cfg.Unpacked = false
+						build = cfg
+						build.RangeRamp, build.NodeRamp = -1, -1
+					}
 					m := committed.NewManager(ms, cfg)
 					ctx := context.Background()
 					start := time.Now()
-					head, err := m.WriteMetaRangeByIterator(ctx, ns, &genIter{n: n})
+					head, err := committed.NewManager(ms, build).WriteMetaRangeByIterator(ctx, ns, &genIter{n: n})
 					if err != nil {
 						b.Fatal(err)
 					}
