@@ -664,29 +664,55 @@ func (s *changeStream) pop() {
 	}
 }
 
-// prefetcher reads the ranges of base that changes fall in, ahead of the
-// walk and readAhead at a time, into the Manager's range cache. A failed
-// read is left for the walk to meet and report.
+// prefetcher reads the ranges of base that changes fall in, and the inner
+// nodes above them, ahead of the walk and readAhead at a time, into the
+// Manager's caches. A failed read is left for the walk to meet and
+// report.
+//
+// want runs in the walk's goroutine, as each change is read, so it never
+// reads: it descends through the nodes already cached, and where a node
+// is not it hands the node and the key to a reader, which reads the node
+// and goes on down for the key and for every later key that arrived
+// meanwhile wanting the same node. A commit of scattered keys into a big
+// tree needs one node a level per change, most not in memory: read one
+// after another by the walk, they were most of its time.
 type prefetcher struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	m      *Manager
 	ns     graveler.StorageNamespace
 	root   *treeNode
-	ch     chan RangeDescriptor
+	ch     chan prefetch
 	last   graveler.RangeID
 	wg     sync.WaitGroup
+	// mu guards pending: the keys waiting for a node being read, by the
+	// node's cache key.
+	mu      sync.Mutex
+	pending map[string][]graveler.Key
+}
+
+// prefetch is a reader's job: range d, or node d of level (>= 1) and the
+// keys it is wanted for (in pending under key).
+type prefetch struct {
+	d     RangeDescriptor
+	level int
+	key   string
 }
 
 func (m *Manager) newPrefetcher(ctx context.Context, ns graveler.StorageNamespace, root *treeNode) *prefetcher {
 	ctx, cancel := context.WithCancel(ctx)
-	p := &prefetcher{ctx: ctx, cancel: cancel, m: m, ns: ns, root: root, ch: make(chan RangeDescriptor, lookahead)}
+	p := &prefetcher{ctx: ctx, cancel: cancel, m: m, ns: ns, root: root, ch: make(chan prefetch, lookahead), pending: map[string][]graveler.Key{}}
 	for range readAhead {
 		p.wg.Go(func() {
-			for d := range p.ch {
-				if p.ctx.Err() == nil {
-					_, _ = m.loadRange(p.ctx, ns, &d)
+			for j := range p.ch {
+				if p.ctx.Err() != nil {
+					continue
 				}
+				if j.level == 0 {
+					_, _ = m.loadRange(p.ctx, ns, &j.d)
+					continue
+				}
+				p.descend(j)
 			}
 		})
 	}
@@ -695,7 +721,18 @@ func (m *Manager) newPrefetcher(ctx context.Context, ns graveler.StorageNamespac
 
 // want asks for the range key falls in (or before), if base has one.
 func (p *prefetcher) want(key graveler.Key) {
-	n := p.root
+	p.route(p.root, key, func(d *RangeDescriptor) {
+		if d.ID != p.last {
+			p.last = d.ID
+			p.send(prefetch{d: *d})
+		}
+	})
+}
+
+// route goes down from n for key through the nodes in the cache, without
+// reading: the range it reaches goes to fetch, and a node not in the
+// cache to a reader (descend), with key among the keys that want it.
+func (p *prefetcher) route(n *treeNode, key graveler.Key, fetch func(*RangeDescriptor)) {
 	for {
 		i := n.find(key)
 		if i == len(n.children) {
@@ -703,19 +740,63 @@ func (p *prefetcher) want(key graveler.Key) {
 		}
 		d := &n.children[i]
 		if n.level == 1 {
-			if d.ID != p.last {
-				p.last = d.ID
-				select {
-				case p.ch <- *d:
-				default:
-				}
+			fetch(d)
+			return
+		}
+		ck := nodeCacheKey(p.ns, string(d.ID), d.Loc)
+		child, ok := p.m.nodes.get(ck)
+		if !ok {
+			p.mu.Lock()
+			keys, reading := p.pending[ck]
+			p.pending[ck] = append(keys, key)
+			p.mu.Unlock()
+			if !reading && !p.send(prefetch{d: *d, level: n.level - 1, key: ck}) {
+				p.mu.Lock()
+				delete(p.pending, ck)
+				p.mu.Unlock()
 			}
 			return
 		}
-		var err error
-		if n, err = p.m.loadChild(p.ctx, p.ns, d, n.level); err != nil {
-			return
+		if child.level != n.level-1 {
+			return // corrupt: the walk reports it
 		}
+		n = child
+	}
+}
+
+// descend reads node j.d and routes the keys that wanted it on down,
+// reading the ranges they reach here (the keys are in order: a range
+// several want is read once) and handing the nodes below it that are not
+// cached to readers of their own, so that the nodes under one are read
+// side by side too.
+func (p *prefetcher) descend(j prefetch) {
+	n, err := p.m.loadChild(p.ctx, p.ns, &j.d, j.level+1)
+	p.mu.Lock()
+	keys := p.pending[j.key]
+	delete(p.pending, j.key)
+	p.mu.Unlock()
+	if err != nil {
+		return
+	}
+	var last graveler.RangeID
+	for _, key := range keys {
+		p.route(n, key, func(d *RangeDescriptor) {
+			if d.ID != last {
+				last = d.ID
+				_, _ = p.m.loadRange(p.ctx, p.ns, d)
+			}
+		})
+	}
+}
+
+// send queues j unless the readers are that far behind (the walk reads
+// what was not read ahead).
+func (p *prefetcher) send(j prefetch) bool {
+	select {
+	case p.ch <- j:
+		return true
+	default:
+		return false
 	}
 }
 

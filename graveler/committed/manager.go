@@ -161,21 +161,68 @@ type Manager struct {
 	blobs BlobStore
 	cfg   Config
 	nodes *lru[*treeNode]
-	// ranges caches decoded ranges; loading holds the reads in flight, so
-	// a range read ahead is not read twice.
-	ranges  *lru[*rangeFile]
-	mu      sync.Mutex
-	loading map[string]*rangeLoad
+	// ranges caches decoded ranges. loading and nodeLoading hold the
+	// reads in flight, so that a range or node read ahead (or wanted by
+	// several readers at once) is not read twice.
+	ranges      *lru[*rangeFile]
+	mu          sync.Mutex
+	loading     map[string]*load[*rangeFile]
+	nodeLoading map[string]*load[*treeNode]
 	// fresh maps an object (rangeCacheKey of its blob name) to a time its
 	// modification time is known to be no older than: when this Manager
 	// wrote, touched or statted it.
 	fresh *freshness
 }
 
-type rangeLoad struct {
+// load is a read in flight that others wanting the same object wait for.
+type load[T any] struct {
 	done chan struct{}
-	f    *rangeFile
+	v    T
 	err  error
+}
+
+// loadShared returns the object cache holds under key, or reads it with
+// read (which returns it and its size for the cache), once for every
+// caller that wants it meanwhile: the others wait for that read. A
+// waiter whose reader gave up (its context ended) while the waiter has
+// not reads it again itself; no waiter is handed another's cancellation.
+func loadShared[T any](ctx context.Context, m *Manager, inflight map[string]*load[T], cache *lru[T], key string, read func() (T, int, error)) (T, error) {
+	if v, ok := cache.get(key); ok {
+		return v, nil
+	}
+	m.mu.Lock()
+	if l, ok := inflight[key]; ok {
+		m.mu.Unlock()
+		select {
+		case <-l.done:
+		case <-ctx.Done():
+			var zero T
+			return zero, ctx.Err()
+		}
+		if l.err != nil && ctx.Err() == nil && (errors.Is(l.err, context.Canceled) || errors.Is(l.err, context.DeadlineExceeded)) {
+			return loadShared(ctx, m, inflight, cache, key, read)
+		}
+		return l.v, l.err
+	}
+	// A load may have finished between the lookup above and the lock;
+	// it adds to the cache before it leaves inflight.
+	if v, ok := cache.get(key); ok {
+		m.mu.Unlock()
+		return v, nil
+	}
+	l := &load[T]{done: make(chan struct{})}
+	inflight[key] = l
+	m.mu.Unlock()
+	var size int
+	l.v, size, l.err = read()
+	if l.err == nil {
+		cache.add(key, l.v, size)
+	}
+	m.mu.Lock()
+	delete(inflight, key)
+	m.mu.Unlock()
+	close(l.done)
+	return l.v, l.err
 }
 
 var _ graveler.CommittedManager = (*Manager)(nil)
@@ -184,12 +231,13 @@ var _ graveler.CommittedManager = (*Manager)(nil)
 func NewManager(blobs BlobStore, cfg Config) *Manager {
 	cfg = cfg.withDefaults()
 	return &Manager{
-		blobs:   blobs,
-		cfg:     cfg,
-		nodes:   newLRU[*treeNode](cfg.NodeCacheBytes),
-		ranges:  newLRU[*rangeFile](cfg.RangeCacheBytes),
-		loading: map[string]*rangeLoad{},
-		fresh:   newFreshness(freshnessGeneration),
+		blobs:       blobs,
+		cfg:         cfg,
+		nodes:       newLRU[*treeNode](cfg.NodeCacheBytes),
+		ranges:      newLRU[*rangeFile](cfg.RangeCacheBytes),
+		loading:     map[string]*load[*rangeFile]{},
+		nodeLoading: map[string]*load[*treeNode]{},
+		fresh:       newFreshness(freshnessGeneration),
 	}
 }
 
@@ -211,20 +259,17 @@ func (m *Manager) loadRoot(ctx context.Context, ns graveler.StorageNamespace, id
 // loadNode returns a decoded inner node stored at loc (IDs come from
 // checked parents or the caller).
 func (m *Manager) loadNode(ctx context.Context, ns graveler.StorageNamespace, id graveler.MetaRangeID, loc Location) (*treeNode, error) {
-	key := nodeCacheKey(ns, string(id), loc)
-	if n, ok := m.nodes.get(key); ok {
-		return n, nil
-	}
-	data, err := readStored(ctx, m.blobs, ns, metaRangeBlobName(id), loc)
-	if err != nil {
-		return nil, fmt.Errorf("committed: read metarange %s: %w", id, err)
-	}
-	n, err := decodeStoredNode(data, string(id))
-	if err != nil {
-		return nil, fmt.Errorf("committed: metarange %s: %w", id, err)
-	}
-	m.nodes.add(key, n, n.stored)
-	return n, nil
+	return loadShared(ctx, m, m.nodeLoading, m.nodes, nodeCacheKey(ns, string(id), loc), func() (*treeNode, int, error) {
+		data, err := readStored(ctx, m.blobs, ns, metaRangeBlobName(id), loc)
+		if err != nil {
+			return nil, 0, fmt.Errorf("committed: read metarange %s: %w", id, err)
+		}
+		n, err := decodeStoredNode(data, string(id))
+		if err != nil {
+			return nil, 0, fmt.Errorf("committed: metarange %s: %w", id, err)
+		}
+		return n, n.stored, nil
+	})
 }
 
 // nodeCacheKey keys a decoded inner node by where it is stored as well
@@ -256,42 +301,13 @@ func (m *Manager) loadChild(ctx context.Context, ns graveler.StorageNamespace, d
 func (m *Manager) loadRange(ctx context.Context, ns graveler.StorageNamespace, d *RangeDescriptor) (*rangeFile, error) {
 	// IDs come from decoded nodes, which checked them.
 	id, loc := d.ID, d.Loc
-	key := rangeCacheKey(ns, string(id))
-	if f, ok := m.ranges.get(key); ok {
-		return f, nil
-	}
-	m.mu.Lock()
-	if l, ok := m.loading[key]; ok {
-		m.mu.Unlock()
-		select {
-		case <-l.done:
-		case <-ctx.Done():
-			return nil, ctx.Err()
+	return loadShared(ctx, m, m.loading, m.ranges, rangeCacheKey(ns, string(id)), func() (*rangeFile, int, error) {
+		f, err := m.readRange(ctx, ns, id, loc)
+		if err != nil {
+			return nil, 0, err
 		}
-		if l.err != nil && ctx.Err() == nil && (errors.Is(l.err, context.Canceled) || errors.Is(l.err, context.DeadlineExceeded)) {
-			// The reader that started it gave up; this caller has not.
-			return m.loadRange(ctx, ns, d)
-		}
-		return l.f, l.err
-	}
-	// A load may have finished between the lookup above and the lock;
-	// it adds to the cache before it leaves m.loading.
-	if f, ok := m.ranges.get(key); ok {
-		m.mu.Unlock()
-		return f, nil
-	}
-	l := &rangeLoad{done: make(chan struct{})}
-	m.loading[key] = l
-	m.mu.Unlock()
-	l.f, l.err = m.readRange(ctx, ns, id, loc)
-	if l.err == nil {
-		m.ranges.add(key, l.f, len(l.f.data))
-	}
-	m.mu.Lock()
-	delete(m.loading, key)
-	m.mu.Unlock()
-	close(l.done)
-	return l.f, l.err
+		return f, len(f.data), nil
+	})
 }
 
 func (m *Manager) readRange(ctx context.Context, ns graveler.StorageNamespace, id graveler.RangeID, loc Location) (*rangeFile, error) {

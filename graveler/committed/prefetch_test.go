@@ -1,0 +1,284 @@
+package committed
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"graveler/graveler"
+)
+
+// gatedStore holds every read of an inner node from a pack (the object
+// after its locations trailer parses as a node), or with level of a node
+// of that level, until the test lets it go, and reports each one as it
+// begins.
+type gatedStore struct {
+	BlobStore
+	level int
+	began chan int64 // the offset of each node read, as it begins
+	gate  chan struct{}
+	mu    sync.Mutex
+	after bool // a read began after closed was set
+	done  bool
+}
+
+func (s *gatedStore) GetRange(ctx context.Context, ns graveler.StorageNamespace, name string, offset, length int64) ([]byte, error) {
+	data, err := s.BlobStore.GetRange(ctx, ns, name, offset, length)
+	if err != nil {
+		return data, err
+	}
+	body, _, _ := splitLocations(data)
+	if f, perr := parseRange(body); perr != nil || f.version != nodeVersion || (s.level > 0 && f.level != s.level) {
+		return data, err
+	}
+	s.mu.Lock()
+	if s.done {
+		s.after = true
+	}
+	s.mu.Unlock()
+	select {
+	case s.began <- offset:
+	default:
+	}
+	select {
+	case <-s.gate:
+		return data, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// prefetchTree writes, packed, a tree of three levels or more whose
+// level-1 nodes each hold a few ranges, and returns it with its records.
+func prefetchTree(t *testing.T, store BlobStore, ns graveler.StorageNamespace) (graveler.MetaRangeID, []graveler.ValueRecord) {
+	t.Helper()
+	cfg := multiLevelConfig()
+	recs := numbered(3000, "v")
+	id := write(t, NewManager(store, cfg), ns, recs)
+	root, err := NewManager(store, cfg).loadRoot(context.Background(), ns, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if root.level < 3 {
+		t.Fatalf("root of level %d, want at least 3", root.level)
+	}
+	return id, recs
+}
+
+// TestPrefetchReadsNodesAside: the walk does not read the inner nodes a
+// commit's changes fall in one after another: while one is being read,
+// the prefetcher has begun reading another. Before, the walk's goroutine
+// read each node the change stream wanted, in turn, as changes arrived.
+// The reads of nodes of level 1 are held: every node above them passes,
+// and their siblings, under one parent or under several, must be read
+// side by side.
+func TestPrefetchReadsNodesAside(t *testing.T) {
+	ctx := context.Background()
+	store := &gatedStore{BlobStore: NewBucketStore(BucketConfig{}), level: 1, began: make(chan int64, 1024), gate: make(chan struct{})}
+	t.Cleanup(func() { store.Close() })
+	ns := testNS()
+	base, recs := prefetchTree(t, store, ns)
+	var changes []graveler.ValueRecord
+	for i := 0; i < len(recs); i += 97 {
+		changes = append(changes, rec(string(recs[i].Key), "new", "x"))
+	}
+	m := NewManager(store, multiLevelConfig())
+	// The root, read before the walk, is stored on its own: not gated.
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := m.Apply(ctx, ns, base, newSliceIter(changes), graveler.ApplyOptions{})
+		done <- err
+	}()
+	seen := map[int64]bool{}
+	deadline := time.After(30 * time.Second)
+	for len(seen) < 2 {
+		select {
+		case off := <-store.began:
+			seen[off] = true
+		case err := <-done:
+			t.Fatalf("Apply ended (%v) before two node reads were in flight at once", err)
+		case <-deadline:
+			t.Fatalf("one node read held, %d distinct node reads began: nodes are read one after another", len(seen))
+		}
+	}
+	close(store.gate)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPrefetchGivenUpReadsNoMore: an Apply whose caller gives up while the
+// prefetcher's node reads are held returns, and no read begins after it
+// has: the readers the walk started do not outlive it.
+func TestPrefetchGivenUpReadsNoMore(t *testing.T) {
+	store := &gatedStore{BlobStore: NewBucketStore(BucketConfig{}), began: make(chan int64, 1024), gate: make(chan struct{})}
+	t.Cleanup(func() { store.Close() })
+	ns := testNS()
+	base, recs := prefetchTree(t, store, ns)
+	var changes []graveler.ValueRecord
+	for i := 0; i < len(recs); i += 53 {
+		changes = append(changes, rec(string(recs[i].Key), "new", "x"))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := NewManager(store, multiLevelConfig())
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := m.Apply(ctx, ns, base, newSliceIter(changes), graveler.ApplyOptions{})
+		done <- err
+	}()
+	<-store.began
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Apply after its caller gave up: %v, want context.Canceled", err)
+	}
+	store.mu.Lock()
+	store.done = true
+	store.mu.Unlock()
+	close(store.gate)
+	// Anything still running would read now; give it the chance.
+	time.Sleep(50 * time.Millisecond)
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	if store.after {
+		t.Fatal("a node read began after Apply returned")
+	}
+}
+
+// TestSharedLoadGivenUpIsReadAgain: of two readers of one node (or
+// range), the one whose read is in flight gives up; the other, waiting
+// on that read, is not handed the cancellation but reads it itself. And
+// readers that want one node at once read it once.
+func TestSharedLoadGivenUpIsReadAgain(t *testing.T) {
+	for _, kind := range []string{"node", "range"} {
+		t.Run(kind, func(t *testing.T) {
+			store := &gatedStore{BlobStore: NewBucketStore(BucketConfig{}), began: make(chan int64, 1024), gate: make(chan struct{})}
+			t.Cleanup(func() { store.Close() })
+			ns := testNS()
+			base, _ := prefetchTree(t, store, ns)
+			root, err := NewManager(store, multiLevelConfig()).loadRoot(context.Background(), ns, base)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := root.children[0]
+			m := NewManager(store, multiLevelConfig())
+			load := func(ctx context.Context) error {
+				if kind == "node" {
+					_, err := m.loadChild(ctx, ns, &d, root.level)
+					return err
+				}
+				// A range: the first child of the first node, whose read
+				// (the node's) is let through first.
+				n, err := m.loadChild(ctx, ns, &d, root.level)
+				for err == nil && n.level > 1 {
+					n, err = m.loadChild(ctx, ns, &n.children[0], n.level)
+				}
+				if err != nil {
+					return err
+				}
+				_, err = m.loadRange(ctx, ns, &n.children[0])
+				return err
+			}
+			if kind == "range" {
+				// Nodes pass; the range's read is held by a gate of its own.
+				close(store.gate)
+				rs := &gatedRanges{BlobStore: store.BlobStore, began: make(chan struct{}, 16), gate: make(chan struct{})}
+				m = NewManager(rs, multiLevelConfig())
+				runGivenUp(t, load, rs.began, rs.gate)
+				return
+			}
+			runGivenUp(t, load, nil, store.gate)
+			_ = store.began
+		})
+	}
+}
+
+// runGivenUp starts a reader that gives up once its read is in flight
+// (began, or the store's node reads), a second reader of the same object,
+// then the cancellation, then opens the gate: the first fails with
+// context.Canceled, the second succeeds.
+func runGivenUp(t *testing.T, load func(context.Context) error, began <-chan struct{}, gate chan struct{}) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	first := make(chan error, 1)
+	go func() { first <- load(ctx) }()
+	if began != nil {
+		<-began
+	} else {
+		time.Sleep(20 * time.Millisecond)
+	}
+	second := make(chan error, 1)
+	go func() { second <- load(context.Background()) }()
+	time.Sleep(20 * time.Millisecond) // the second now waits on the first's read
+	cancel()
+	if err := <-first; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the reader that gave up: %v, want context.Canceled", err)
+	}
+	close(gate)
+	if err := <-second; err != nil {
+		t.Fatalf("the reader that did not give up: %v", err)
+	}
+}
+
+// gatedRanges holds every read of a range from a pack until its gate
+// opens.
+type gatedRanges struct {
+	BlobStore
+	began chan struct{}
+	gate  chan struct{}
+}
+
+func (s *gatedRanges) GetRange(ctx context.Context, ns graveler.StorageNamespace, name string, offset, length int64) ([]byte, error) {
+	data, err := s.BlobStore.GetRange(ctx, ns, name, offset, length)
+	if err != nil {
+		return data, err
+	}
+	body, _, _ := splitLocations(data)
+	if f, perr := parseRange(body); perr != nil || f.version != leafVersion {
+		return data, err
+	}
+	select {
+	case s.began <- struct{}{}:
+	default:
+	}
+	select {
+	case <-s.gate:
+		return data, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// TestConcurrentNodeLoadsReadOnce: readers that want one inner node while
+// its read is in flight wait for that read rather than read it again.
+func TestConcurrentNodeLoadsReadOnce(t *testing.T) {
+	ctx := context.Background()
+	store := &gatedStore{BlobStore: NewBucketStore(BucketConfig{}), began: make(chan int64, 1024), gate: make(chan struct{})}
+	t.Cleanup(func() { store.Close() })
+	ns := testNS()
+	base, _ := prefetchTree(t, store, ns)
+	root, err := NewManager(store, multiLevelConfig()).loadRoot(ctx, ns, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := NewManager(store, multiLevelConfig())
+	d := root.children[0]
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			if _, err := m.loadChild(ctx, ns, &d, root.level); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	<-store.began
+	// The other three now wait on that read, or (if they read for
+	// themselves) are held at the gate too.
+	time.Sleep(50 * time.Millisecond)
+	close(store.gate)
+	wg.Wait()
+	if n := 1 + len(store.began); n != 1 {
+		t.Fatalf("%d reads of one node", n)
+	}
+}
