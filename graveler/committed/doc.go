@@ -193,9 +193,14 @@
 // another of its ID, so a written root is not kept (it is read from the
 // store when first used) and a root held is read again when an object
 // below it is missing (Packs). Apply reads the
-// ranges its changes fall in ahead of its walk (16 at a time, from a
-// window of 1,024 changes); one range is read once however many readers
-// want it at the same time.
+// ranges its changes fall in, and the inner nodes above them, ahead of
+// its walk (16 at a time, from a window of 1,024 changes): the walk only
+// looks up what is cached and hands a node that is not to a reader, which
+// reads it and goes on down for every change that wants it, so the nodes
+// of scattered changes are read side by side. One range or node is read
+// once however many readers want it at the same time; a reader that
+// waited on another's read which was given up (its context ended) reads
+// it itself.
 //
 // # Verification
 //
