@@ -51,14 +51,28 @@ func levelHash(key []byte, level int) uint64 {
 // bytes whose last key is key end here?
 func (c *Config) cutAfter(level int, key []byte, size int) bool {
 	if level == 0 {
-		return size >= c.MaxRangeSize || (size >= c.MinRangeSize && cutPast(boundaryHash(key), c.BoundaryMask, size-c.MinRangeSize, c.RangeRamp))
+		return size >= c.MaxRangeSize || (size >= c.MinRangeSize && cutPast(boundaryHash(key), c.BoundaryMask, size-rampStart(c.MinRangeSize, key), c.RangeRamp))
 	}
-	return size >= c.MaxNodeSize || (size >= c.MinNodeSize && cutPast(levelHash(key, level), c.NodeMask, size-c.MinNodeSize, c.NodeRamp))
+	return size >= c.MaxNodeSize || (size >= c.MinNodeSize && cutPast(levelHash(key, level), c.NodeMask, size-rampStart(c.MinNodeSize, key), c.NodeRamp))
 }
 
-// cutPast is the content-defined test of a node past its minimum size by
-// past bytes: the hash's mask bits all zero, or its high 32 bits below a
-// threshold that rises with past from 0 to certainty at ramp bytes.
+// rampStart is where the ramp of a node whose last key is key begins: at
+// its minimum size, or once it holds about four parent entries' worth of
+// bytes for keys that long (an entry carries two keys and ~48 bytes),
+// whichever is later. With long keys a node reaches its minimum in one
+// or two entries, and a ramp from there would cut nearly every inner
+// node after one child, making trees ever taller (a 1 KiB key makes a
+// 2 KiB entry), and every range after a record or two, each costing its
+// keys again in its index and its parent. Keys up to about 100 bytes
+// ramp from the minimum.
+func rampStart(min int, key []byte) int {
+	return max(min, 4*(2*len(key)+48))
+}
+
+// cutPast is the content-defined test of a node past its minimum size,
+// past bytes past the start of its ramp (negative before it): the hash's
+// mask bits all zero, or its high 32 bits below a threshold that rises
+// with past from 0 to certainty at ramp bytes.
 //
 // The mask alone cuts after a number of records, so a node's size grows
 // with its entries' (ranges of 4 KiB for entries of 200 bytes) and is
@@ -73,7 +87,7 @@ func cutPast(h, mask uint64, past, ramp int) bool {
 	if h&mask == 0 {
 		return true
 	}
-	if ramp <= 0 {
+	if ramp <= 0 || past < 0 {
 		return false
 	}
 	if past >= ramp {
@@ -704,9 +718,12 @@ func (m *Manager) newPrefetcher(ctx context.Context, ns graveler.StorageNamespac
 	p := &prefetcher{ctx: ctx, cancel: cancel, m: m, ns: ns, root: root, ch: make(chan prefetch, lookahead), pending: map[string][]graveler.Key{}}
 	for range readAhead {
 		p.wg.Go(func() {
-			for j := range p.ch {
-				if p.ctx.Err() != nil {
-					continue
+			for {
+				var j prefetch
+				select {
+				case <-p.ctx.Done():
+					return
+				case j = <-p.ch:
 				}
 				if j.level == 0 {
 					_, _ = m.loadRange(p.ctx, ns, &j.d)
@@ -792,6 +809,9 @@ func (p *prefetcher) descend(j prefetch) {
 // send queues j unless the readers are that far behind (the walk reads
 // what was not read ahead).
 func (p *prefetcher) send(j prefetch) bool {
+	if p.ctx.Err() != nil {
+		return false
+	}
 	select {
 	case p.ch <- j:
 		return true
@@ -800,9 +820,11 @@ func (p *prefetcher) send(j prefetch) bool {
 	}
 }
 
+// stop ends the readers and waits for them. p.ch is never closed: the
+// readers send to it too (descend), and one may be past its last look at
+// ctx when stop begins.
 func (p *prefetcher) stop() {
 	p.cancel()
-	close(p.ch)
 	p.wg.Wait()
 }
 

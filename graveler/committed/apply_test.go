@@ -74,7 +74,7 @@ func randomChanges(r *rand.Rand, base model, keySpace, n int) ([]graveler.ValueR
 func TestApplyProperty(t *testing.T) {
 	ctx := context.Background()
 	// One-level trees and trees of several levels.
-	for _, cfg := range []Config{tinyConfig, multiLevelConfig()} {
+	for _, cfg := range []Config{tinyConfig, multiLevelConfig(), rampedConfig()} {
 		m, _, ns := newTestManager(t, cfg)
 		for iter := range 200 {
 			r := rand.New(rand.NewPCG(uint64(iter), 42))
@@ -274,7 +274,7 @@ func TestApplyIdenticalContentIdenticalID(t *testing.T) {
 func TestCutPast(t *testing.T) {
 	const mask = 0xf
 	r := rand.New(rand.NewPCG(1, 2))
-	for _, ramp := range []int{1, 1000, 2048, 1 << 40} {
+	for _, ramp := range []int{1, 1000, 2048, 1 << 30} {
 		for _, frac := range []float64{0, 0.25, 0.5, 0.9} {
 			past := int(frac * float64(ramp))
 			cuts, misses := 0, 0
@@ -301,6 +301,10 @@ func TestCutPast(t *testing.T) {
 		}
 		if !cutPast(^uint64(0)-mask+1, mask, ramp, ramp) && ramp > 0 {
 			t.Errorf("ramp %d: no cut at the end of the ramp", ramp)
+		}
+		// Before the ramp starts (long keys), only the mask cuts.
+		if cutPast(1, mask, -1, ramp) || cutPast(1, mask, -ramp, ramp) || !cutPast(0, mask, -1, ramp) {
+			t.Errorf("ramp %d: before its start the ramp cut, or the mask did not", ramp)
 		}
 	}
 }

@@ -122,7 +122,10 @@
 // counts records (about 16 past the minimum, ranges of 4–5 KiB for
 // entries of 200 bytes, geometrically spread); the ramp bounds a range
 // in bytes, at most 3 KiB and a record, about 2 KiB on average for
-// entries of 100 to 200 bytes. A node ends after a child entry by the
+// entries of 100 to 200 bytes. For keys longer than about 100 bytes the
+// ramp starts later, once the node holds four parent entries' worth
+// (4 × (2 × key length + 48) bytes): a ramp from the minimum would cut
+// nodes of long keys after one child, and trees would grow ever taller. A node ends after a child entry by the
 // same rule over its own entries with MinNodeSize (1 KiB), MaxNodeSize
 // (32 KiB), NodeMask (0xf) and NodeRamp (2 KiB), testing a hash of the
 // child's MaxKey mixed with the node's level (so a level's cuts are

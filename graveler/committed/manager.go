@@ -66,9 +66,10 @@ type Config struct {
 	NodeMask    uint64
 	// RangeRamp and NodeRamp: past its minimum size, a range (node) is
 	// also cut after a record with a chance that rises with its bytes
-	// past the minimum, from 0 to certainty at this many, so that its
-	// size is bounded in bytes rather than in records (see cutPast).
-	// Negative: the mask alone.
+	// past the minimum (or past four entries' worth for long keys, see
+	// rampStart), from 0 to certainty at this many, so that its size is
+	// bounded in bytes rather than in records (see cutPast). Negative:
+	// the mask alone.
 	RangeRamp int
 	NodeRamp  int
 	// BlockSize is the target size of a data block within a range file.

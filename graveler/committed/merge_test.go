@@ -171,7 +171,7 @@ func TestMergeConflictKeysBounded(t *testing.T) {
 func TestMergeProperty(t *testing.T) {
 	ctx := context.Background()
 	// One-level trees and trees of several levels.
-	for _, cfg := range []Config{tinyConfig, multiLevelConfig()} {
+	for _, cfg := range []Config{tinyConfig, multiLevelConfig(), rampedConfig()} {
 		m, _, ns := newTestManager(t, cfg)
 		for iter := range 100 {
 			r := rand.New(rand.NewPCG(uint64(iter), 7))

@@ -119,3 +119,31 @@ func TestMaskTreesPassThroughUnderRamp(t *testing.T) {
 		})
 	}
 }
+
+// TestRampLongKeys: with keys of graveler.MaxKeyLen (1 KiB) an inner
+// node's entry for a child is about 2 KiB, past the minimum node size on
+// its own. A ramp from the minimum would cut nodes after one or two
+// children, making the tree ever taller (3,000 keys made a root of level
+// 24; 60,000 failed for want of levels), and ranges after a record or
+// two. The ramps start later for long keys: the tree stays about as tall
+// as the masks alone make it, and ranges hold several records.
+func TestRampLongKeys(t *testing.T) {
+	recs := make([]graveler.ValueRecord, 3000)
+	for i := range recs {
+		k := fmt.Sprintf("%08d", i) + strings.Repeat("p", graveler.MaxKeyLen-8)
+		recs[i] = graveler.ValueRecord{Key: graveler.Key(k), Value: &graveler.Value{Identity: []byte("id"), Data: []byte("d")}}
+	}
+	shape := func(cfg committed.Config) (level, ranges int) {
+		blobs, ns := treeBackends()[0].open(t)
+		id := mustWrite(t, committed.NewManager(blobs, cfg), ns, recs)
+		return rootLevel(t, blobs, ns, id), len(treeShape(t, blobs, ns, id)[0])
+	}
+	level, ranges := shape(committed.Config{})
+	maskLevel, _ := shape(committed.Config{RangeRamp: -1, NodeRamp: -1})
+	if level > maskLevel+1 {
+		t.Errorf("3,000 keys of 1 KiB: root of level %d, %d cut by the masks alone", level, maskLevel)
+	}
+	if perRange := float64(len(recs)) / float64(ranges); perRange < 3 {
+		t.Errorf("3,000 keys of 1 KiB: %.1f records a range", perRange)
+	}
+}

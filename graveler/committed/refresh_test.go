@@ -109,6 +109,15 @@ func multiLevelConfig() Config {
 	return cfg
 }
 
+// rampedConfig is multiLevelConfig with ramps short enough to make most
+// cuts (ranges of about 5 keys, nodes of about 3 children), so that
+// property tests exercise them.
+func rampedConfig() Config {
+	cfg := multiLevelConfig()
+	cfg.RangeRamp, cfg.NodeRamp = 300, 250
+	return cfg
+}
+
 // TestApplyRefreshesReusedRanges: every stored object a new node names
 // without this write having written it (a subtree passed through from the
 // base, at any level) is touched when it is older than half the GC grace,
