@@ -11,37 +11,64 @@ import (
 	"graveler/graveler"
 )
 
-// gatedStore holds every read of an inner node from a pack (the object
-// after its locations trailer parses as a node), or with level of a node
-// of that level, until the test lets it go, and reports each one as it
-// begins.
-type gatedStore struct {
+// heldStore holds every read from a pack of an object hold selects (by
+// its parsed bytes) until gate opens, and reports each as it begins, on
+// began while it has room (with walkCtx set, only reads not made with
+// it). A held read ends early with its context's error; with walkCtx
+// set, the other reads complete regardless of theirs, like a file or
+// network read already under way. Once done is set it counts every call
+// at its entry (a check after the wrapped store returned would miss the
+// reads it refuses for a cancelled context). Nothing is held before
+// armed is set.
+type heldStore struct {
 	BlobStore
-	level int
-	began chan int64 // the offset of each node read, as it begins
-	gate  chan struct{}
-	mu    sync.Mutex
-	after bool // a read began after closed was set
-	done  bool
+	hold    func(*rangeFile) bool
+	armed   atomic.Bool
+	walkCtx context.Context
+	began   chan int64 // each held read's offset
+	gate    chan struct{}
+	mu      sync.Mutex
+	done    bool
+	after   int
 }
 
-func (s *gatedStore) GetRange(ctx context.Context, ns graveler.StorageNamespace, name string, offset, length int64) ([]byte, error) {
+func newHeldStore(inner BlobStore, hold func(*rangeFile) bool) *heldStore {
+	s := &heldStore{BlobStore: inner, hold: hold, began: make(chan int64, 1024), gate: make(chan struct{})}
+	s.armed.Store(true)
+	return s
+}
+
+// nodesOf selects the inner nodes of level (0: of any level).
+func nodesOf(level int) func(*rangeFile) bool {
+	return func(f *rangeFile) bool { return f.version == nodeVersion && (level == 0 || f.level == level) }
+}
+
+func isRange(f *rangeFile) bool { return f.version == leafVersion }
+
+func (s *heldStore) GetRange(ctx context.Context, ns graveler.StorageNamespace, name string, offset, length int64) ([]byte, error) {
+	s.mu.Lock()
+	if s.done {
+		s.after++
+	}
+	s.mu.Unlock()
 	data, err := s.BlobStore.GetRange(ctx, ns, name, offset, length)
-	if err != nil {
+	if err != nil || !s.armed.Load() {
 		return data, err
 	}
 	body, _, _ := splitLocations(data)
-	if f, perr := parseRange(body); perr != nil || f.version != nodeVersion || (s.level > 0 && f.level != s.level) {
+	if f, perr := parseRange(body); perr != nil || !s.hold(f) {
 		return data, err
 	}
-	s.mu.Lock()
-	if s.done {
-		s.after = true
+	walk := s.walkCtx == nil || ctx == s.walkCtx
+	if s.walkCtx == nil || !walk {
+		select {
+		case s.began <- offset:
+		default:
+		}
 	}
-	s.mu.Unlock()
-	select {
-	case s.began <- offset:
-	default:
+	if !walk {
+		<-s.gate
+		return data, nil
 	}
 	select {
 	case <-s.gate:
@@ -77,7 +104,7 @@ func prefetchTree(t *testing.T, store BlobStore, ns graveler.StorageNamespace) (
 // side by side.
 func TestPrefetchReadsNodesAside(t *testing.T) {
 	ctx := context.Background()
-	store := &gatedStore{BlobStore: NewBucketStore(BucketConfig{}), level: 1, began: make(chan int64, 1024), gate: make(chan struct{})}
+	store := newHeldStore(NewBucketStore(BucketConfig{}), nodesOf(1))
 	t.Cleanup(func() { store.Close() })
 	ns := testNS()
 	base, recs := prefetchTree(t, store, ns)
@@ -110,45 +137,6 @@ func TestPrefetchReadsNodesAside(t *testing.T) {
 	}
 }
 
-// entryStore notes every GetRange called after done is set, at its entry
-// (a check after the wrapped store returned would miss the reads it
-// refuses for a cancelled context), and holds node reads until gate
-// opens or their context ends.
-type entryStore struct {
-	BlobStore
-	began chan struct{}
-	gate  chan struct{}
-	mu    sync.Mutex
-	done  bool
-	after int
-}
-
-func (s *entryStore) GetRange(ctx context.Context, ns graveler.StorageNamespace, name string, offset, length int64) ([]byte, error) {
-	s.mu.Lock()
-	if s.done {
-		s.after++
-	}
-	s.mu.Unlock()
-	data, err := s.BlobStore.GetRange(ctx, ns, name, offset, length)
-	if err != nil {
-		return data, err
-	}
-	body, _, _ := splitLocations(data)
-	if f, perr := parseRange(body); perr != nil || f.version != nodeVersion {
-		return data, err
-	}
-	select {
-	case s.began <- struct{}{}:
-	default:
-	}
-	select {
-	case <-s.gate:
-		return data, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
 // TestPrefetchGivenUpReadsNoMore: an Apply whose caller gives up while the
 // prefetcher's node reads are held returns, and no read begins after it
 // has: the readers the walk started do not outlive it.
@@ -161,7 +149,7 @@ func TestPrefetchGivenUpReadsNoMore(t *testing.T) {
 	for i := 0; i < len(recs); i += 53 {
 		changes = append(changes, rec(string(recs[i].Key), "new", "x"))
 	}
-	store := &entryStore{BlobStore: inner, began: make(chan struct{}, 1), gate: make(chan struct{})}
+	store := newHeldStore(inner, nodesOf(0))
 	ctx, cancel := context.WithCancel(context.Background())
 	m := NewManager(store, multiLevelConfig())
 	done := make(chan error, 1)
@@ -187,41 +175,6 @@ func TestPrefetchGivenUpReadsNoMore(t *testing.T) {
 	}
 }
 
-// finishingStore, once armed, holds every read of an inner node of level
-// 2 until gate opens. The walk's reads (made with walkCtx) end early when
-// it is cancelled; the prefetcher's then complete regardless of their
-// context, like a file or network read already under way.
-type finishingStore struct {
-	BlobStore
-	walkCtx context.Context
-	armed   atomic.Bool
-	began   chan struct{}
-	gate    chan struct{}
-	once    sync.Once
-}
-
-func (s *finishingStore) GetRange(ctx context.Context, ns graveler.StorageNamespace, name string, offset, length int64) ([]byte, error) {
-	data, err := s.BlobStore.GetRange(ctx, ns, name, offset, length)
-	if err != nil || !s.armed.Load() {
-		return data, err
-	}
-	body, _, _ := splitLocations(data)
-	if f, perr := parseRange(body); perr != nil || f.version != nodeVersion || f.level != 2 {
-		return data, err
-	}
-	if ctx == s.walkCtx {
-		select {
-		case <-s.gate:
-			return data, nil
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-	s.once.Do(func() { close(s.began) })
-	<-s.gate
-	return data, nil
-}
-
 // TestPrefetchReaderFinishingAfterStop: an Apply is cancelled while its
 // prefetcher's readers are reading inner nodes; Apply's stop waits for
 // them, and their reads then complete. A reader going on down from the
@@ -239,7 +192,9 @@ func TestPrefetchReaderFinishingAfterStop(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	store := &finishingStore{BlobStore: inner, walkCtx: ctx, began: make(chan struct{}), gate: make(chan struct{})}
+	store := newHeldStore(inner, nodesOf(2))
+	store.walkCtx = ctx
+	store.armed.Store(false)
 	m := NewManager(store, multiLevelConfig())
 	// Every node above level 2 cached: the changes want many nodes of
 	// level 2 at once, so readers hold some while the walk holds its
@@ -280,12 +235,11 @@ func TestPrefetchReaderFinishingAfterStop(t *testing.T) {
 
 // TestSharedLoadGivenUpIsReadAgain: of two readers of one node (or
 // range), the one whose read is in flight gives up; the other, waiting
-// on that read, is not handed the cancellation but reads it itself. And
-// readers that want one node at once read it once.
+// on that read, is not handed the cancellation but reads it itself.
 func TestSharedLoadGivenUpIsReadAgain(t *testing.T) {
 	for _, kind := range []string{"node", "range"} {
 		t.Run(kind, func(t *testing.T) {
-			store := &gatedStore{BlobStore: NewBucketStore(BucketConfig{}), began: make(chan int64, 1024), gate: make(chan struct{})}
+			store := newHeldStore(NewBucketStore(BucketConfig{}), nodesOf(0))
 			t.Cleanup(func() { store.Close() })
 			ns := testNS()
 			base, _ := prefetchTree(t, store, ns)
@@ -313,33 +267,26 @@ func TestSharedLoadGivenUpIsReadAgain(t *testing.T) {
 				return err
 			}
 			if kind == "range" {
-				// Nodes pass; the range's read is held by a gate of its own.
-				close(store.gate)
-				rs := &gatedRanges{BlobStore: store.BlobStore, began: make(chan struct{}, 16), gate: make(chan struct{})}
+				// Nodes pass; the range's read is held.
+				rs := newHeldStore(store.BlobStore, isRange)
 				m = NewManager(rs, multiLevelConfig())
-				runGivenUp(t, load, rs.began, rs.gate)
+				runGivenUp(t, load, rs)
 				return
 			}
-			runGivenUp(t, load, nil, store.gate)
-			_ = store.began
+			runGivenUp(t, load, store)
 		})
 	}
 }
 
-// runGivenUp starts a reader that gives up once its read is in flight
-// (began, or the store's node reads), a second reader of the same object,
-// then the cancellation, then opens the gate: the first fails with
-// context.Canceled, the second succeeds.
-func runGivenUp(t *testing.T, load func(context.Context) error, began <-chan struct{}, gate chan struct{}) {
+// runGivenUp starts a reader that gives up once its read is held by s, a
+// second reader of the same object, then the cancellation, then opens
+// the gate: the first fails with context.Canceled, the second succeeds.
+func runGivenUp(t *testing.T, load func(context.Context) error, s *heldStore) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	first := make(chan error, 1)
 	go func() { first <- load(ctx) }()
-	if began != nil {
-		<-began
-	} else {
-		time.Sleep(20 * time.Millisecond)
-	}
+	<-s.began
 	second := make(chan error, 1)
 	go func() { second <- load(context.Background()) }()
 	time.Sleep(20 * time.Millisecond) // the second now waits on the first's read
@@ -347,38 +294,9 @@ func runGivenUp(t *testing.T, load func(context.Context) error, began <-chan str
 	if err := <-first; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the reader that gave up: %v, want context.Canceled", err)
 	}
-	close(gate)
+	close(s.gate)
 	if err := <-second; err != nil {
 		t.Fatalf("the reader that did not give up: %v", err)
-	}
-}
-
-// gatedRanges holds every read of a range from a pack until its gate
-// opens.
-type gatedRanges struct {
-	BlobStore
-	began chan struct{}
-	gate  chan struct{}
-}
-
-func (s *gatedRanges) GetRange(ctx context.Context, ns graveler.StorageNamespace, name string, offset, length int64) ([]byte, error) {
-	data, err := s.BlobStore.GetRange(ctx, ns, name, offset, length)
-	if err != nil {
-		return data, err
-	}
-	body, _, _ := splitLocations(data)
-	if f, perr := parseRange(body); perr != nil || f.version != leafVersion {
-		return data, err
-	}
-	select {
-	case s.began <- struct{}{}:
-	default:
-	}
-	select {
-	case <-s.gate:
-		return data, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
 	}
 }
 
@@ -386,7 +304,7 @@ func (s *gatedRanges) GetRange(ctx context.Context, ns graveler.StorageNamespace
 // its read is in flight wait for that read rather than read it again.
 func TestConcurrentNodeLoadsReadOnce(t *testing.T) {
 	ctx := context.Background()
-	store := &gatedStore{BlobStore: NewBucketStore(BucketConfig{}), began: make(chan int64, 1024), gate: make(chan struct{})}
+	store := newHeldStore(NewBucketStore(BucketConfig{}), nodesOf(0))
 	t.Cleanup(func() { store.Close() })
 	ns := testNS()
 	base, _ := prefetchTree(t, store, ns)
