@@ -59,6 +59,7 @@ const (
 type scalingFlags struct {
 	sizesN, sizesK string
 	n, k           []int
+	nodeCacheBytes int
 }
 
 func (s *scalingFlags) register(fs *flag.FlagSet) {
@@ -67,6 +68,8 @@ func (s *scalingFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.sizesK, "sizes-k", "1000", "commit-scaling: changed keys per commit (each at most the smallest --sizes-n); "+
 		"bytes_written and objects_written are counted at the blob store with --embedded, from the repository's directory "+
 		"against a --server whose namespace is a local file:// one, and are -1 otherwise")
+	fs.IntVar(&s.nodeCacheBytes, "node-cache-bytes", committed.DefaultNodeCacheBytes, "commit-scaling with --embedded: gravelerd's --node-cache-bytes "+
+		"(in-memory cache of decoded inner nodes, by their stored bytes)")
 }
 
 func (s *scalingFlags) check() error {
@@ -77,6 +80,9 @@ func (s *scalingFlags) check() error {
 	}
 	if s.k, err = intList(s.sizesK); err != nil {
 		errs = append(errs, fmt.Errorf("--sizes-k: %w", err))
+	}
+	if s.nodeCacheBytes < 0 {
+		errs = append(errs, fmt.Errorf("--node-cache-bytes %d is negative", s.nodeCacheBytes))
 	}
 	if len(s.n) > 0 && len(s.k) > 0 && slices.Max(s.k) > slices.Min(s.n) {
 		errs = append(errs, fmt.Errorf("--sizes-k %d exceeds the smallest --sizes-n %d", slices.Max(s.k), slices.Min(s.n)))
@@ -101,7 +107,7 @@ func (b *bench) commitScaling(ctx context.Context, s scalingFlags) error {
 	var t scalingTarget
 	switch {
 	case b.embedded:
-		lt, err := openLibraryTarget(ctx, b.endpoints, b.runID)
+		lt, err := openLibraryTarget(ctx, b.endpoints, b.runID, s.nodeCacheBytes)
 		if err != nil {
 			return err
 		}
@@ -236,7 +242,7 @@ type libraryTarget struct {
 	dir     string
 }
 
-func openLibraryTarget(ctx context.Context, endpoints []string, runID string) (*libraryTarget, error) {
+func openLibraryTarget(ctx context.Context, endpoints []string, runID string, nodeCacheBytes int) (*libraryTarget, error) {
 	dir, err := os.MkdirTemp("", "gravelerbench-scaling-")
 	if err != nil {
 		return nil, err
@@ -258,7 +264,7 @@ func openLibraryTarget(ctx context.Context, endpoints []string, runID string) (*
 	// Fenced against GC sweeps as in gravelerd: its two reads per commit
 	// are part of what a commit costs.
 	g := graveler.New(ref.New(store, ref.Config{}), staging.New(store, staging.Config{}),
-		gcfence.Wrap(committed.NewManager(blobs, committed.Config{}), blobs, gcfence.New(store, gcfence.Config{})), graveler.Config{})
+		gcfence.Wrap(committed.NewManager(blobs, committed.Config{NodeCacheBytes: nodeCacheBytes}), blobs, gcfence.New(store, gcfence.Config{})), graveler.Config{})
 	return &libraryTarget{g: g, store: store, blobs: blobs, counter: counter, dir: dir}, nil
 }
 

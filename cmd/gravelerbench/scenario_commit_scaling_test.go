@@ -109,6 +109,7 @@ func TestCommitScalingFlags(t *testing.T) {
 		{"--embedded", "--sizes-n", "10,x"},
 		{"--embedded", "--sizes-k", "0"},
 		{"--embedded", "--sizes-n", "100,1000", "--sizes-k", "101"},
+		{"--embedded", "--node-cache-bytes", "-1"},
 	} {
 		if _, err := parseFlags(args, io.Discard); err == nil {
 			t.Errorf("%v: accepted", args)

@@ -38,7 +38,7 @@ func (b *bench) tombstones(ctx context.Context) error {
 	if len(b.endpoints) == 0 {
 		return errors.New("tombstones needs etcd (--embedded or --etcd): it runs the library to count records read")
 	}
-	lt, err := openLibraryTarget(ctx, b.endpoints, b.runID)
+	lt, err := openLibraryTarget(ctx, b.endpoints, b.runID, 0)
 	if err != nil {
 		return err
 	}

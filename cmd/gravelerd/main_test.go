@@ -9,6 +9,7 @@ import (
 
 	"graveler/etcdkv"
 	"graveler/graveler"
+	"graveler/graveler/committed"
 	"graveler/server/daemon"
 )
 
@@ -134,5 +135,29 @@ func TestParseCommitPacing(t *testing.T) {
 		if _, err := parse(bad, none, io.Discard); !errors.Is(err, daemon.ErrInvalidConfig) || !strings.Contains(err.Error(), "commit pace") {
 			t.Errorf("%v: %v", bad, err)
 		}
+	}
+}
+
+// The in-memory caches of committed trees: the package's defaults, set by
+// flag or environment, and a negative size refused.
+func TestParseMemoryCaches(t *testing.T) {
+	c, err := parse(nil, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.NodeCacheBytes != committed.DefaultNodeCacheBytes || c.RangeMemoryBytes != committed.DefaultRangeCacheBytes {
+		t.Fatalf("defaults: nodes %d, ranges %d", c.NodeCacheBytes, c.RangeMemoryBytes)
+	}
+	env := map[string]string{"GRAVELER_RANGE_MEMORY_CACHE_BYTES": "1048576"}
+	c, err = parse([]string{"-node-cache-bytes", "268435456"}, func(k string) string { return env[k] }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.NodeCacheBytes != 256<<20 || c.RangeMemoryBytes != 1<<20 {
+		t.Fatalf("set: nodes %d, ranges %d", c.NodeCacheBytes, c.RangeMemoryBytes)
+	}
+	_, err = parse([]string{"-node-cache-bytes", "-1", "-range-memory-cache-bytes", "-5"}, func(string) string { return "" }, io.Discard)
+	if !errors.Is(err, daemon.ErrInvalidConfig) || !strings.Contains(err.Error(), "node cache size -1") || !strings.Contains(err.Error(), "range memory cache size -5") {
+		t.Fatalf("negative sizes: %v", err)
 	}
 }

@@ -85,7 +85,7 @@ func newService(store kv.Store, blobs committed.BlobStore, cfg *Config, log *zap
 	return graveler.New(refs, staging.New(store, staging.Config{FencedBatchSize: cfg.FencedBatchSize}),
 		// Fenced: the cleaner's GC may delete an object this commit
 		// rewrites or refreshes (gcfence).
-		gcfence.Wrap(committed.NewManager(blobs, committed.Config{GCGrace: cfg.GCGrace}), blobs, gcfence.New(store, gcfence.Config{})),
+		gcfence.Wrap(committed.NewManager(blobs, committed.Config{GCGrace: cfg.GCGrace, NodeCacheBytes: cfg.NodeCacheBytes, RangeCacheBytes: cfg.RangeMemoryBytes}), blobs, gcfence.New(store, gcfence.Config{})),
 		graveler.Config{BranchCacheTTL: cfg.BranchCacheTTL, MaxSealedTokens: cfg.MaxSealedTokens,
 			CommitReadRate: cfg.CommitReadRate, CommitPacing: cfg.CommitPacing, SeparateFenceRead: cfg.SeparateFenceRead})
 }

@@ -59,6 +59,14 @@ type Config struct {
 	// (defaults <DataDir>/cache and 1 GiB).
 	RangeCacheDir  string
 	RangeCacheSize int64
+	// NodeCacheBytes and RangeMemoryBytes bound the in-memory caches of
+	// decoded inner nodes and ranges, by the bytes they take in the blob
+	// store (0: committed.DefaultNodeCacheBytes and DefaultRangeCacheBytes,
+	// 64 MiB each). Decoded, a node takes about two and a half times its
+	// stored bytes. A commit reads the nodes above its changes that are not
+	// held: a tree of 10M entries has about 110 MB of them.
+	NodeCacheBytes   int
+	RangeMemoryBytes int
 	// TLSCertFile and TLSKeyFile serve TLS; TLSClientCAFile additionally
 	// requires client certificates signed by that CA (mTLS).
 	TLSCertFile     string
@@ -201,6 +209,12 @@ func (c *Config) Validate() error {
 	}
 	if c.RangeCacheSize < 0 {
 		bad("range cache size %d is negative", c.RangeCacheSize)
+	}
+	if c.NodeCacheBytes < 0 {
+		bad("node cache size %d is negative", c.NodeCacheBytes)
+	}
+	if c.RangeMemoryBytes < 0 {
+		bad("range memory cache size %d is negative", c.RangeMemoryBytes)
 	}
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		bad("TLS certificate and key must be given together")
