@@ -95,6 +95,21 @@ func prefetchTree(t *testing.T, store BlobStore, ns graveler.StorageNamespace) (
 	return id, recs
 }
 
+// scattered returns a store holding a prefetchTree, the tree, and a
+// change to every every-th of its keys.
+func scattered(t *testing.T, every int) (BlobStore, graveler.StorageNamespace, graveler.MetaRangeID, []graveler.ValueRecord) {
+	t.Helper()
+	inner := NewBucketStore(BucketConfig{})
+	t.Cleanup(func() { inner.Close() })
+	ns := testNS()
+	base, recs := prefetchTree(t, inner, ns)
+	var changes []graveler.ValueRecord
+	for i := 0; i < len(recs); i += every {
+		changes = append(changes, rec(string(recs[i].Key), "new", "x"))
+	}
+	return inner, ns, base, changes
+}
+
 // TestPrefetchReadsNodesAside: the walk does not read the inner nodes a
 // commit's changes fall in one after another: while one is being read,
 // the prefetcher has begun reading another. Before, the walk's goroutine
@@ -104,14 +119,8 @@ func prefetchTree(t *testing.T, store BlobStore, ns graveler.StorageNamespace) (
 // side by side.
 func TestPrefetchReadsNodesAside(t *testing.T) {
 	ctx := context.Background()
-	store := newHeldStore(NewBucketStore(BucketConfig{}), nodesOf(1))
-	t.Cleanup(func() { store.Close() })
-	ns := testNS()
-	base, recs := prefetchTree(t, store, ns)
-	var changes []graveler.ValueRecord
-	for i := 0; i < len(recs); i += 97 {
-		changes = append(changes, rec(string(recs[i].Key), "new", "x"))
-	}
+	inner, ns, base, changes := scattered(t, 97)
+	store := newHeldStore(inner, nodesOf(1))
 	m := NewManager(store, multiLevelConfig())
 	// The root, read before the walk, is stored on its own: not gated.
 	done := make(chan error, 1)
@@ -141,14 +150,7 @@ func TestPrefetchReadsNodesAside(t *testing.T) {
 // prefetcher's node reads are held returns, and no read begins after it
 // has: the readers the walk started do not outlive it.
 func TestPrefetchGivenUpReadsNoMore(t *testing.T) {
-	inner := NewBucketStore(BucketConfig{})
-	t.Cleanup(func() { inner.Close() })
-	ns := testNS()
-	base, recs := prefetchTree(t, inner, ns)
-	var changes []graveler.ValueRecord
-	for i := 0; i < len(recs); i += 53 {
-		changes = append(changes, rec(string(recs[i].Key), "new", "x"))
-	}
+	inner, ns, base, changes := scattered(t, 53)
 	store := newHeldStore(inner, nodesOf(0))
 	ctx, cancel := context.WithCancel(context.Background())
 	m := NewManager(store, multiLevelConfig())
@@ -182,14 +184,7 @@ func TestPrefetchGivenUpReadsNoMore(t *testing.T) {
 // on a queue stop has closed (a panic in a goroutine kills the process),
 // nor queue work nobody will do.
 func TestPrefetchReaderFinishingAfterStop(t *testing.T) {
-	inner := NewBucketStore(BucketConfig{})
-	t.Cleanup(func() { inner.Close() })
-	ns := testNS()
-	base, recs := prefetchTree(t, inner, ns)
-	var changes []graveler.ValueRecord
-	for i := 0; i < len(recs); i += 7 {
-		changes = append(changes, rec(string(recs[i].Key), "new", "x"))
-	}
+	inner, ns, base, changes := scattered(t, 7)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	store := newHeldStore(inner, nodesOf(2))
