@@ -95,6 +95,17 @@ func prefetchTree(t *testing.T, store BlobStore, ns graveler.StorageNamespace) (
 	return id, recs
 }
 
+// applyAsync starts Apply of changes onto base; its error arrives on the
+// channel returned.
+func applyAsync(ctx context.Context, m *Manager, ns graveler.StorageNamespace, base graveler.MetaRangeID, changes []graveler.ValueRecord) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := m.Apply(ctx, ns, base, newSliceIter(changes), graveler.ApplyOptions{})
+		done <- err
+	}()
+	return done
+}
+
 // scattered returns a store holding a prefetchTree, the tree, and a
 // change to every every-th of its keys.
 func scattered(t *testing.T, every int) (BlobStore, graveler.StorageNamespace, graveler.MetaRangeID, []graveler.ValueRecord) {
@@ -123,11 +134,7 @@ func TestPrefetchReadsNodesAside(t *testing.T) {
 	store := newHeldStore(inner, nodesOf(1))
 	m := NewManager(store, multiLevelConfig())
 	// The root, read before the walk, is stored on its own: not gated.
-	done := make(chan error, 1)
-	go func() {
-		_, _, err := m.Apply(ctx, ns, base, newSliceIter(changes), graveler.ApplyOptions{})
-		done <- err
-	}()
+	done := applyAsync(ctx, m, ns, base, changes)
 	seen := map[int64]bool{}
 	deadline := time.After(30 * time.Second)
 	for len(seen) < 2 {
@@ -154,11 +161,7 @@ func TestPrefetchGivenUpReadsNoMore(t *testing.T) {
 	store := newHeldStore(inner, nodesOf(0))
 	ctx, cancel := context.WithCancel(context.Background())
 	m := NewManager(store, multiLevelConfig())
-	done := make(chan error, 1)
-	go func() {
-		_, _, err := m.Apply(ctx, ns, base, newSliceIter(changes), graveler.ApplyOptions{})
-		done <- err
-	}()
+	done := applyAsync(ctx, m, ns, base, changes)
 	<-store.began
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
@@ -212,11 +215,7 @@ func TestPrefetchReaderFinishingAfterStop(t *testing.T) {
 	}
 	warm(root)
 	store.armed.Store(true)
-	done := make(chan error, 1)
-	go func() {
-		_, _, err := m.Apply(ctx, ns, base, newSliceIter(changes), graveler.ApplyOptions{})
-		done <- err
-	}()
+	done := applyAsync(ctx, m, ns, base, changes)
 	<-store.began
 	cancel()
 	// The walk's held read ends; Apply's stop now waits for the readers
