@@ -23,6 +23,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -121,7 +122,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "gravelerd:", err)
+		// Errors of the configuration name the program already.
+		msg := err.Error()
+		if !strings.HasPrefix(msg, "gravelerd: ") {
+			msg = "gravelerd: " + msg
+		}
+		fmt.Fprintln(stderr, msg)
 		return 2
 	}
 	cfg.Ready = func(addr string) { fmt.Fprintf(stdout, "gravelerd listening on %s\n", addr) }

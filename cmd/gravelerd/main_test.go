@@ -161,3 +161,19 @@ func TestParseMemoryCaches(t *testing.T) {
 		t.Fatalf("negative sizes: %v", err)
 	}
 }
+
+// A configuration error is printed once prefixed with the program's name,
+// and exits 2.
+func TestRunBadConfigMessage(t *testing.T) {
+	var out, errOut strings.Builder
+	if rc := run([]string{"-node-cache-bytes", "-1"}, &out, &errOut); rc != 2 {
+		t.Fatalf("exit %d, want 2", rc)
+	}
+	if msg := errOut.String(); !strings.HasPrefix(msg, "gravelerd: invalid configuration: node cache size -1") || strings.Count(msg, "gravelerd:") != 1 {
+		t.Fatalf("stderr %q", msg)
+	}
+	errOut.Reset()
+	if rc := run([]string{"-no-such-flag"}, &out, &errOut); rc != 2 || strings.Count(errOut.String(), "gravelerd: ") < 1 {
+		t.Fatalf("unknown flag: exit %d, stderr %q", rc, errOut.String())
+	}
+}
