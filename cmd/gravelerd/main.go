@@ -69,7 +69,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (daemon.
 	fs.StringVar(&c.StorageNamespaceRoot, "storage-namespace-root", "", "default blob store root for new repositories (default file://<data-dir>/blobs)")
 	fs.StringVar(&c.RangeCacheDir, "range-cache-dir", "", "range cache directory, for S3 namespaces (file:// ones are read in place; default <data-dir>/cache)")
 	fs.Int64Var(&cacheSize, "range-cache-size", daemon.DefaultRangeCacheSize, "range cache size in bytes")
-	fs.IntVar(&c.NodeCacheBytes, "node-cache-bytes", committed.DefaultNodeCacheBytes, "in-memory cache of decoded inner nodes of committed trees, by their stored bytes (a decoded node takes about 2.5 times that); a commit reads the nodes above its changes that it does not hold")
+	fs.IntVar(&c.NodeCacheBytes, "node-cache-bytes", committed.DefaultNodeCacheBytes, "in-memory cache of decoded inner nodes of committed trees, by their stored bytes (decoded, a node takes about 1.5 times that in memory); a commit reads the nodes above its changes that it does not hold")
 	fs.IntVar(&c.RangeMemoryBytes, "range-memory-cache-bytes", committed.DefaultRangeCacheBytes, "in-memory cache of decoded ranges of committed trees, by their stored bytes (--range-cache-size is the on-disk cache, for S3)")
 	fs.StringVar(&c.TLSCertFile, "tls-cert", "", "TLS certificate file for the gRPC listener")
 	fs.StringVar(&c.TLSKeyFile, "tls-key", "", "TLS key file for the gRPC listener")
