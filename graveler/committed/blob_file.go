@@ -127,7 +127,8 @@ func newPackFiles() *packFiles {
 }
 
 // readAt reads length bytes at offset of the file at p through an open
-// file, opening it if needed; errors as fileReadAt's.
+// file, opening it if needed. An error is the open's, or a *fs.PathError
+// wrapping io.ErrUnexpectedEOF when the file ends before those bytes.
 func (c *packFiles) readAt(p string, offset, length int64) ([]byte, error) {
 	pf, err := c.acquire(p)
 	if err != nil {

@@ -267,23 +267,30 @@ func TestLocationsTrailerHugeLength(t *testing.T) {
 // from handing out a tree that names packs that are gone. It fails once,
 // retryably, and the next write succeeds.
 func TestStaleRootWriteByItsWriter(t *testing.T) {
-	ctx := context.Background()
 	inner := NewBucketStore(BucketConfig{})
 	t.Cleanup(func() { inner.Close() })
 	ns := testNS()
-	cfg := multiLevelConfig()
-	recs := numbered(400, "v")
-	m := NewManager(inner, cfg)
-	id := write(t, m, ns, recs)
-	last := recs[len(recs)-1]
-	if _, err := m.Get(ctx, ns, id, last.Key); err != nil {
-		t.Fatal(err)
-	}
+	m, cfg, recs, id := heldTree(t, inner, ns)
 	emptyNamespace(t, inner, ns)
 	if again := write(t, NewManager(inner, cfg), ns, recs); again != id {
 		t.Fatalf("the same entries made %s, then %s", id, again)
 	}
 	applyOverStaleRoot(t, m, inner, ns, id, recs, false)
+}
+
+// heldTree writes a tree of several levels to ns through a Manager that
+// then holds its root (a Get read it), as a server does, and returns them
+// with the Config and the records.
+func heldTree(t *testing.T, store BlobStore, ns graveler.StorageNamespace) (*Manager, Config, []graveler.ValueRecord, graveler.MetaRangeID) {
+	t.Helper()
+	cfg := multiLevelConfig()
+	recs := numbered(400, "v")
+	m := NewManager(store, cfg)
+	id := write(t, m, ns, recs)
+	if _, err := m.Get(context.Background(), ns, id, recs[len(recs)-1].Key); err != nil {
+		t.Fatal(err)
+	}
+	return m, cfg, recs, id
 }
 
 // applyOverStaleRoot changes the last of recs through m onto base id,

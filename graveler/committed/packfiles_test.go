@@ -148,18 +148,10 @@ func TestApplyBaseRootGone(t *testing.T) {
 // file:// namespace emptied by
 // another process (the writer's store keeps the old packs open).
 func TestStaleRootFileOtherProcess(t *testing.T) {
-	ctx := context.Background()
 	inner := NewBucketStore(BucketConfig{})
 	t.Cleanup(func() { inner.Close() })
 	ns, dir := fileNS(t)
-	cfg := multiLevelConfig()
-	recs := numbered(400, "v")
-	m := NewManager(inner, cfg)
-	id := write(t, m, ns, recs)
-	last := recs[len(recs)-1]
-	if _, err := m.Get(ctx, ns, id, last.Key); err != nil {
-		t.Fatal(err)
-	}
+	m, cfg, recs, id := heldTree(t, inner, ns)
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
 		if err := os.RemoveAll(dir + "/" + e.Name()); err != nil {

@@ -105,13 +105,7 @@ func TestMaskTreesPassThroughUnderRamp(t *testing.T) {
 				}
 				shape := treeShape(t, blobs, ns, id)
 				for l := 0; l < levels; l++ {
-					fresh := 0
-					for n := range shape[l] {
-						if _, ok := baseShape[l][n]; !ok {
-							fresh++
-						}
-					}
-					if fresh > 16 {
+					if _, fresh := sharedAndFresh(baseShape[l], shape[l]); fresh > 16 {
 						t.Errorf("change %d: level %d has %d new objects of %d", i, l, fresh, len(shape[l]))
 					}
 				}

@@ -186,26 +186,27 @@ func BenchmarkCommitScaling(b *testing.B) {
 					blobs, ns := st.open(b)
 					defer blobs.Close()
 					ms := &meteredStore{BlobStore: blobs}
+					// cfg writes the commits, build the head.
 					cfg := scalingConfig(b)
-					cfg.Unpacked = pk != "packed"
-					if pk == "before" {
+					build := &cfg
+					switch pk {
+					case "unpacked":
+						cfg.Unpacked = true
+					case "before":
+						cfg.Unpacked = true
 						cfg.MinRangeSize, cfg.BoundaryMask, cfg.MinNodeSize, cfg.NodeMask = 2<<10, 1<<5-1, 2<<10, 1<<6-1
 						cfg.RangeRamp, cfg.NodeRamp = -1, -1
-					}
-					build := cfg
-					switch pk {
 					case "masks":
-						cfg.Unpacked, cfg.RangeRamp, cfg.NodeRamp = false, -1, -1
-						build = cfg
+						cfg.RangeRamp, cfg.NodeRamp = -1, -1
 					case "upgrade":
-						cfg.Unpacked = false
-						build = cfg
-						build.RangeRamp, build.NodeRamp = -1, -1
+						old := cfg
+						old.RangeRamp, old.NodeRamp = -1, -1
+						build = &old
 					}
 					m := committed.NewManager(ms, cfg)
 					ctx := context.Background()
 					start := time.Now()
-					head, err := committed.NewManager(ms, build).WriteMetaRangeByIterator(ctx, ns, &genIter{n: n})
+					head, err := committed.NewManager(ms, *build).WriteMetaRangeByIterator(ctx, ns, &genIter{n: n})
 					if err != nil {
 						b.Fatal(err)
 					}

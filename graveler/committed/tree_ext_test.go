@@ -119,6 +119,19 @@ func treeShape(t *testing.T, blobs committed.BlobStore, ns graveler.StorageNames
 	return out
 }
 
+// sharedAndFresh counts the objects of level (a treeShape level) that
+// base holds too, and those it does not.
+func sharedAndFresh(base, level map[string]committed.RangeDescriptor) (shared, fresh int) {
+	for n := range level {
+		if _, ok := base[n]; ok {
+			shared++
+		} else {
+			fresh++
+		}
+	}
+	return shared, fresh
+}
+
 // storedBlob returns the blob holding object d of level (0: a range) and
 // the span of its bytes there.
 func storedBlob(d committed.RangeDescriptor, level int, size int) (name string, from, to int) {
@@ -249,14 +262,7 @@ func TestTreePassThroughEveryLevel(t *testing.T) {
 				}
 				shape := treeShape(t, blobs, ns, id)
 				for l := 0; l < levels; l++ {
-					shared, fresh := 0, 0
-					for n := range shape[l] {
-						if _, ok := baseShape[l][n]; ok {
-							shared++
-						} else {
-							fresh++
-						}
-					}
+					shared, fresh := sharedAndFresh(baseShape[l], shape[l])
 					// The top levels hold a node or two, all on the path.
 					if shared == 0 && len(baseShape[l]) > 2 || fresh > 2 {
 						t.Errorf("%s: level %d has %d objects of the base and %d new", name, l, shared, fresh)
