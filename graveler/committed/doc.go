@@ -205,6 +205,17 @@
 // waited on another's read which was given up (its context ended) reads
 // it itself.
 //
+// A listing (List) reads ahead: when it enters a range not cached, it
+// reads with it the uncached ranges that follow it under the same node
+// and next to it in the same pack, in one read (at most 256 KiB), checks
+// each against its ID and caches each in memory of its own. The run
+// starts at 2 ranges and doubles up to 64 as the listing goes on, and
+// starts over at a seek, so a page of a few entries reads little more
+// than it needs. A range in the run that fails its check is not cached,
+// and is read again on its own when the listing reaches it, which
+// reports the error there. A diff or merge, which skips what both sides
+// share, does not read ahead.
+//
 // # Verification
 //
 // ReadTreeNode (a root), ReadChildNode (a node where its parent places

@@ -26,6 +26,10 @@ type cursor struct {
 	// reloaded: the root was read again from the store once, after an
 	// object it led to was missing (see Manager.reloadRoot).
 	reloaded bool
+	// ahead is how many ranges the next read of a range reads ahead
+	// (Manager.readAhead), 0 for none: a listing reads ahead, a diff,
+	// which skips the subtrees both sides share, does not.
+	ahead int
 }
 
 // frame is a node being walked; n.children[i] is the current subtree.
@@ -111,6 +115,13 @@ func (c *cursor) descend(key graveler.Key) {
 		c.stack = append(c.stack, frame{n: n})
 		return
 	}
+	if c.ahead > 0 && c.m.readAhead(c.ctx, c.ns, t.n.children[t.i:], c.ahead) {
+		c.ahead = min(2*c.ahead, readAheadRanges)
+		if err := c.ctx.Err(); err != nil {
+			c.fail(err)
+			return
+		}
+	}
 	f, err := c.m.loadRange(c.ctx, c.ns, d)
 	if err != nil {
 		if c.retry(err) {
@@ -194,6 +205,9 @@ func (c *cursor) seekGE(key graveler.Key) {
 		return
 	}
 	c.it, c.rec = nil, nil
+	if c.ahead > 0 {
+		c.ahead = readAheadStart
+	}
 	c.stack = append(c.stack[:0], frame{n: c.root})
 	for {
 		t := c.top()

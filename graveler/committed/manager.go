@@ -316,6 +316,11 @@ func (m *Manager) readRange(ctx context.Context, ns graveler.StorageNamespace, i
 	if err != nil {
 		return nil, fmt.Errorf("committed: read range %s: %w", id, err)
 	}
+	return decodeRange(id, data)
+}
+
+// decodeRange checks data, as read, against range id and decodes it.
+func decodeRange(id graveler.RangeID, data []byte) (*rangeFile, error) {
 	if contentID(data) != string(id) {
 		return nil, fmt.Errorf("%w: range %s: content hash differs", ErrCorrupt, id)
 	}
@@ -327,6 +332,58 @@ func (m *Manager) readRange(ctx context.Context, ns graveler.StorageNamespace, i
 		return nil, fmt.Errorf("%w: range %s: an inner node's format", ErrCorrupt, id)
 	}
 	return f, nil
+}
+
+// Read-ahead of a listing (cursor.ahead): a listing that reads one
+// range after another reads the ranges that follow it in the same pack
+// with it, in one read. The run it reads doubles from readAheadStart up
+// to readAheadRanges, so that a page of a few entries reads little more
+// than it needs, while a long listing pays one read per run instead of
+// one per range (a pread from a file, a GET from S3).
+const (
+	readAheadStart  = 2
+	readAheadRanges = 64
+	readAheadBytes  = 256 << 10
+)
+
+// readAhead reads, when ds[0] is a range not cached, it and the uncached
+// ranges that follow it contiguously in the same pack (at most n ranges
+// and readAheadBytes), in one read, and caches each. It reports whether
+// it read. Best effort: on a failure it stops, and a range it did not
+// cache is read on its own when wanted, which reports the error there.
+func (m *Manager) readAhead(ctx context.Context, ns graveler.StorageNamespace, ds []RangeDescriptor, n int) bool {
+	first := ds[0].Loc
+	if !first.Packed() || n < 2 || m.ranges.has(rangeCacheKey(ns, string(ds[0].ID))) {
+		return false
+	}
+	end := first.Offset + first.Length
+	k := 1
+	for ; k < len(ds) && k < n; k++ {
+		l := ds[k].Loc
+		if l.Pack != first.Pack || l.Offset != end || end+l.Length-first.Offset > readAheadBytes ||
+			m.ranges.has(rangeCacheKey(ns, string(ds[k].ID))) {
+			break
+		}
+		end += l.Length
+	}
+	if k < 2 {
+		return false
+	}
+	data, err := readStored(ctx, m.blobs, ns, PackObjectName(first.Pack), Location{Pack: first.Pack, Offset: first.Offset, Length: end - first.Offset})
+	if err != nil {
+		return true
+	}
+	for _, d := range ds[:k] {
+		// A copy each: a range cached on its own must not hold the whole
+		// run in memory after the others are evicted.
+		at := d.Loc.Offset - first.Offset
+		f, err := decodeRange(d.ID, bytes.Clone(data[at:at+d.Loc.Length]))
+		if err != nil {
+			return true
+		}
+		m.ranges.add(rangeCacheKey(ns, string(d.ID)), f, len(f.data))
+	}
+	return true
 }
 
 // Get returns a committed value or graveler.ErrEntryNotFound.
@@ -418,7 +475,9 @@ func (m *Manager) List(ctx context.Context, ns graveler.StorageNamespace, id gra
 	if err != nil {
 		return nil, err
 	}
-	return &listIter{c: newCursor(ctx, m, ns, id, root), pending: true}, nil
+	c := newCursor(ctx, m, ns, id, root)
+	c.ahead = readAheadStart
+	return &listIter{c: c, pending: true}, nil
 }
 
 // Exists reports whether a tree is stored; the empty tree always is.
@@ -491,6 +550,14 @@ func (c *lru[V]) get(key string) (V, bool) {
 // limit, so a huge range can still be iterated. An item already there is
 // kept as it is.
 func (c *lru[V]) add(key string, val V, cost int) { c.put(key, val, cost, false) }
+
+// has reports whether key is cached, without counting as a use.
+func (c *lru[V]) has(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.items[key]
+	return ok
+}
 
 // set inserts an item or replaces the value of the one there.
 func (c *lru[V]) set(key string, val V, cost int) { c.put(key, val, cost, true) }
