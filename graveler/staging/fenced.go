@@ -423,17 +423,22 @@ func (m *Manager) EntryRef(st graveler.StagingToken, key graveler.Key) (kv.KeyRe
 // ParseEntry decodes what was read at EntryRef, as Get returns it.
 func (m *Manager) ParseEntry(st graveler.StagingToken, key graveler.Key, got kv.Entry) (*graveler.Value, error) {
 	if got.Predicate.IsAbsent() {
-		return nil, fmt.Errorf("staging: get %s in token %q: %w", qkey(key), st, graveler.ErrEntryNotFound)
+		return nil, errNotStaged
 	}
 	v, reset, err := decode(got.Value)
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("staging: get %s in token %q: %w", qkey(key), st, err)
 	case reset:
-		return nil, fmt.Errorf("staging: get %s in token %q: %w", qkey(key), st, graveler.ErrEntryNotFound)
+		return nil, errNotStaged
 	}
 	return v, nil
 }
+
+// errNotStaged is ParseEntry's answer for a key not staged: the common
+// case of a grouped Get, which goes on to the next token or the commit,
+// so it is not formatted per key (Get names the key).
+var errNotStaged = fmt.Errorf("staging: %w", graveler.ErrEntryNotFound)
 
 // ReadAt reads records at one instant (kv.GetMany). The range tombstones
 // and reset ranges of every token whose entries are read are read with

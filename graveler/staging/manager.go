@@ -58,7 +58,11 @@ func (m *Manager) Get(ctx context.Context, st graveler.StagingToken, key gravele
 	if err != nil {
 		return nil, fmt.Errorf("get %s in token %q: %w", qkey(key), st, err)
 	}
-	return m.ParseEntry(st, key, got[0])
+	v, err := m.ParseEntry(st, key, got[0])
+	if errors.Is(err, errNotStaged) {
+		return nil, fmt.Errorf("staging: get %s in token %q: %w", qkey(key), st, graveler.ErrEntryNotFound)
+	}
+	return v, err
 }
 
 // checkRecord validates what Set and SetBatch write.
