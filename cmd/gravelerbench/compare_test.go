@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -56,6 +58,51 @@ func TestMedian(t *testing.T) {
 	}{{[]float64{3, 1, 2}, 2}, {[]float64{4, 1, 3, 2}, 2.5}, {[]float64{7}, 7}, {nil, 0}} {
 		if got := median(c.xs); got != c.want {
 			t.Errorf("median(%v) = %v, want %v", c.xs, got, c.want)
+		}
+	}
+}
+
+// TestCompareCountsSystemCalls: the SYSCALLS line quotes each side's read
+// and write system calls per call. The fake graveler side makes three
+// writes and one read per call, the raw side one write and two reads.
+func TestCompareCountsSystemCalls(t *testing.T) {
+	if _, _, ok := processIO(); !ok {
+		t.Skip("this system does not report system calls per process (/proc/self/io)")
+	}
+	f, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 1)
+	side := func(op string, writes, reads int) *side {
+		return &side{title: op, op: op, run: func(_ context.Context, _ int, _ time.Duration) ([]*recorder, time.Duration) {
+			r := newRecorder()
+			for range 1000 {
+				for range writes {
+					f.Write(buf)
+				}
+				for range reads {
+					f.Read(buf)
+				}
+				r.observe(op, time.Millisecond, nil)
+			}
+			return []*recorder{r}, time.Second
+		}}
+	}
+	var out bytes.Buffer
+	b := &bench{out: &out, duration: 2 * time.Second, pairs: 2, etcdConns: 1}
+	b.compare(context.Background(), "x", 1, side("graveler.put", 3, 1), side("etcd.put", 1, 2))
+	m := regexp.MustCompile(`SYSCALLS x clients=1 process read/write system calls per call: graveler (\S+)/(\S+), etcd (\S+)/(\S+)`).FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("no SYSCALLS line:\n%s", out.String())
+	}
+	for i, want := range []float64{1, 3, 2, 1} {
+		got, err := strconv.ParseFloat(m[i+1], 64)
+		// A few calls of the runtime and of the counting itself may
+		// land in a phase: 0.05 per call is 100 of them.
+		if err != nil || got < want || got > want+0.05 {
+			t.Errorf("figure %d of %q is %s, want %v", i+1, m[0], m[i+1], want)
 		}
 	}
 }

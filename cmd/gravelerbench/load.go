@@ -123,8 +123,9 @@ func (b *bench) compare(ctx context.Context, what string, clients int, g, raw *s
 	}
 	var recs [2][]*recorder
 	var elapsed, cpu [2]time.Duration
+	var sysR, sysW [2]int64
 	var thr, p50, p99, cpuRatio []float64
-	cpuOK := true
+	cpuOK, ioOK := true, true
 	for i := range pairs {
 		var got [2][]OpStats
 		var phaseCPU [2]time.Duration
@@ -136,10 +137,15 @@ func (b *bench) compare(ctx context.Context, what string, clients int, g, raw *s
 			if sides[j] == nil {
 				continue
 			}
+			r0, w0, iok0 := processIO()
 			c0, ok0 := processCPU()
 			r, el := sides[j].run(ctx, i, phase)
 			c1, ok1 := processCPU()
+			r1, w1, iok1 := processIO()
 			cpuOK = cpuOK && ok0 && ok1
+			ioOK = ioOK && iok0 && iok1
+			sysR[j] += r1 - r0
+			sysW[j] += w1 - w0
 			recs[j] = append(recs[j], r...)
 			elapsed[j] += el
 			cpu[j] += c1 - c0
@@ -186,6 +192,13 @@ func (b *bench) compare(ctx context.Context, what string, clients int, g, raw *s
 		fmt.Fprintf(b.out, "CPU %s clients=%d process cpu per call: graveler %s, etcd %s; graveler/etcd=%.2fx median of %d pairs %s\n",
 			what, clients, (cpu[0] / time.Duration(gs.Count)).Round(100*time.Nanosecond), (cpu[1] / time.Duration(rs.Count)).Round(100*time.Nanosecond),
 			median(cpuRatio), len(cpuRatio), fmtPairs(cpuRatio))
+	}
+	if ioOK && gs.Count > 0 && rs.Count > 0 {
+		// Like the CPU line, the whole process's: with --embedded, the
+		// load tool's, gravelerd's and etcd's system calls together.
+		fmt.Fprintf(b.out, "SYSCALLS %s clients=%d process read/write system calls per call: graveler %.2f/%.2f, etcd %.2f/%.2f\n",
+			what, clients, float64(sysR[0])/float64(gs.Count), float64(sysW[0])/float64(gs.Count),
+			float64(sysR[1])/float64(rs.Count), float64(sysW[1])/float64(rs.Count))
 	}
 }
 
