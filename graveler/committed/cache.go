@@ -273,8 +273,9 @@ func (c *CachedBlobStore) Get(ctx context.Context, ns graveler.StorageNamespace,
 
 // GetRange serves a slice of an object as Get serves an object, cached
 // under a key of its own: packs are read a slice (an object) at a time,
-// never whole. Deleting a pack through this store leaves its cached
-// slices to age out: each is an object its reader checks against its ID.
+// or several adjacent slices together (getSlices), never whole. Deleting
+// a pack through this store leaves its cached slices to age out: each is
+// an object its reader checks against its ID.
 func (c *CachedBlobStore) GetRange(ctx context.Context, ns graveler.StorageNamespace, name string, offset, length int64) ([]byte, error) {
 	if err := checkBlobRange(name, offset, length); err != nil {
 		return nil, err
@@ -285,8 +286,74 @@ func (c *CachedBlobStore) GetRange(ctx context.Context, ns graveler.StorageNames
 	if fileNamespace(ns) {
 		return c.inner.GetRange(ctx, ns, name, offset, length)
 	}
-	key := cacheKey(ns, name+"\x00"+strconv.FormatInt(offset, 10)+"+"+strconv.FormatInt(length, 10))
-	return c.get(ctx, key, func(ctx context.Context) ([]byte, error) { return c.inner.GetRange(ctx, ns, name, offset, length) })
+	return c.get(ctx, sliceKey(ns, name, offset, length), func(ctx context.Context) ([]byte, error) { return c.inner.GetRange(ctx, ns, name, offset, length) })
+}
+
+func sliceKey(ns graveler.StorageNamespace, name string, offset, length int64) string {
+	return cacheKey(ns, name+"\x00"+strconv.FormatInt(offset, 10)+"+"+strconv.FormatInt(length, 10))
+}
+
+// getSlices serves the adjacent slices of an object that begin at offset
+// (a listing's run of ranges, Manager.readAhead), each cached under the
+// key GetRange caches it under, so either finds what the other cached.
+// When none is cached or being read, they are read from the inner store
+// in one read (one GET where each slice would cost one); otherwise each
+// is served as GetRange serves it.
+func (c *CachedBlobStore) getSlices(ctx context.Context, ns graveler.StorageNamespace, name string, offset int64, lengths []int64) ([][]byte, error) {
+	var total int64
+	for _, l := range lengths {
+		if err := checkBlobRange(name, offset+total, l); err != nil {
+			return nil, err
+		}
+		total += l
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if fileNamespace(ns) {
+		return readSlices(ctx, c.inner, ns, name, offset, lengths)
+	}
+	keys := make([]string, len(lengths))
+	at := offset
+	for i, l := range lengths {
+		keys[i] = sliceKey(ns, name, at, l)
+		at += l
+	}
+	c.mu.Lock()
+	known := false
+	for _, k := range keys {
+		_, cached := c.index[k]
+		_, reading := c.inflight[k]
+		known = known || cached || reading
+	}
+	gen := c.delGen
+	c.mu.Unlock()
+	if known {
+		out := make([][]byte, len(lengths))
+		at = offset
+		for i, l := range lengths {
+			data, err := c.GetRange(ctx, ns, name, at, l)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = data
+			at += l
+		}
+		return out, nil
+	}
+	c.misses.Add(uint64(len(lengths)))
+	data, err := c.inner.GetRange(ctx, ns, name, offset, total)
+	if err != nil {
+		return nil, err
+	}
+	out, err := splitSlices(name, offset, data, lengths)
+	if err != nil {
+		return nil, err
+	}
+	for i, d := range out {
+		c.store(keys[i], d, &gen)
+	}
+	return out, nil
 }
 
 // reread reads an object from the store behind, past a cached copy, and

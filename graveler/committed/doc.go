@@ -206,15 +206,20 @@
 // it itself.
 //
 // A listing (List) reads ahead: when it enters a range not cached, it
-// reads with it the uncached ranges that follow it under the same node
-// and next to it in the same pack, in one read (at most 256 KiB), checks
-// each against its ID and caches each in memory of its own. The run
-// starts at 2 ranges and doubles up to 64 as the listing goes on, and
-// starts over at a seek, so a page of a few entries reads little more
-// than it needs. A range in the run that fails its check is not cached,
-// and is read again on its own when the listing reaches it, which
-// reports the error there. A diff or merge, which skips what both sides
-// share, does not read ahead.
+// reads with it the ranges that follow it under the same node and next to
+// it in the same pack, in one read, checks each against its ID and caches
+// each in memory of its own. A run stops before a range cached or being
+// read, and at 256 KiB or an eighth of the range cache (a run that filled
+// the cache would evict the range the listing wants next). It starts at
+// 2 ranges and doubles up to 64 as the listing goes on, and starts over
+// at a seek, so a page of a few entries reads little more than it needs.
+// Until the run is read its ranges count as being read, so another reader
+// that wants one waits for it. A range in the run that fails its check is
+// not cached, and is read again on its own when wanted, which reports the
+// error there. Behind a CachedBlobStore the run is one read of the store
+// behind it, and each range is kept on disk as the slice a single read
+// would have kept. A diff or merge, which skips what both sides share,
+// does not read ahead.
 //
 // # Verification
 //

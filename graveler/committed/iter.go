@@ -115,8 +115,10 @@ func (c *cursor) descend(key graveler.Key) {
 		c.stack = append(c.stack, frame{n: n})
 		return
 	}
-	if c.ahead > 0 && c.m.readAhead(c.ctx, c.ns, t.n.children[t.i:], c.ahead) {
-		c.ahead = min(2*c.ahead, readAheadRanges)
+	if c.ahead > 0 {
+		if c.m.readAhead(c.ctx, c.ns, t.n.children[t.i:], c.ahead) {
+			c.ahead = min(2*c.ahead, readAheadRanges)
+		}
 		if err := c.ctx.Err(); err != nil {
 			c.fail(err)
 			return

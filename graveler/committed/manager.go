@@ -187,6 +187,8 @@ type load[T any] struct {
 // caller that wants it meanwhile: the others wait for that read. A
 // waiter whose reader gave up (its context ended) while the waiter has
 // not reads it again itself; no waiter is handed another's cancellation.
+// So does one that waited on a run read ahead that did not decode its
+// range (errNotReadAhead).
 func loadShared[T any](ctx context.Context, m *Manager, inflight map[string]*load[T], cache *lru[T], key string, read func() (T, int, error)) (T, error) {
 	if v, ok := cache.get(key); ok {
 		return v, nil
@@ -200,7 +202,7 @@ func loadShared[T any](ctx context.Context, m *Manager, inflight map[string]*loa
 			var zero T
 			return zero, ctx.Err()
 		}
-		if l.err != nil && ctx.Err() == nil && (errors.Is(l.err, context.Canceled) || errors.Is(l.err, context.DeadlineExceeded)) {
+		if l.err != nil && ctx.Err() == nil && (errors.Is(l.err, context.Canceled) || errors.Is(l.err, context.DeadlineExceeded) || errors.Is(l.err, errNotReadAhead)) {
 			return loadShared(ctx, m, inflight, cache, key, read)
 		}
 		return l.v, l.err
@@ -341,49 +343,121 @@ func decodeRange(id graveler.RangeID, data []byte) (*rangeFile, error) {
 // than it needs, while a long listing pays one read per run instead of
 // one per range (a pread from a file, a GET from S3).
 const (
-	readAheadStart  = 2
-	readAheadRanges = 64
-	readAheadBytes  = 256 << 10
+	readAheadStart        = 2
+	readAheadRanges       = 64
+	readAheadBytes  int64 = 256 << 10
 )
 
-// readAhead reads, when ds[0] is a range not cached, it and the uncached
-// ranges that follow it contiguously in the same pack (at most n ranges
-// and readAheadBytes), in one read, and caches each. It reports whether
-// it read. Best effort: on a failure it stops, and a range it did not
-// cache is read on its own when wanted, which reports the error there.
+// errNotReadAhead is what a run's read leaves, for a reader that waited
+// on it, for a range it did not decode (the read failed, the range failed
+// its check, or the listing gave up): that reader reads the range itself,
+// which reports why.
+var errNotReadAhead = errors.New("committed: range not read ahead")
+
+// readAhead reads, when ds[0] is a range neither cached nor being read,
+// it and the ranges that follow it contiguously in the same pack and are
+// neither (at most n ranges, readAheadBytes, and an eighth of the range
+// cache, so that a run does not evict itself), in one read, and caches
+// each. It reports whether it read. The run's ranges count as being read
+// (Manager.loading) until it is done, so another reader that wants one
+// waits for it instead of reading it again. Best effort: a range it does
+// not cache is read on its own when wanted, which reports the error.
 func (m *Manager) readAhead(ctx context.Context, ns graveler.StorageNamespace, ds []RangeDescriptor, n int) bool {
 	first := ds[0].Loc
-	if !first.Packed() || n < 2 || m.ranges.has(rangeCacheKey(ns, string(ds[0].ID))) {
+	if !first.Packed() || n < 2 {
 		return false
 	}
-	end := first.Offset + first.Length
-	k := 1
-	for ; k < len(ds) && k < n; k++ {
+	limit := min(readAheadBytes, int64(m.cfg.RangeCacheBytes/8))
+	var keys []string
+	var loads []*load[*rangeFile]
+	var lengths []int64
+	end := first.Offset
+	m.mu.Lock()
+	for k := 0; k < len(ds) && k < n; k++ {
 		l := ds[k].Loc
-		if l.Pack != first.Pack || l.Offset != end || end+l.Length-first.Offset > readAheadBytes ||
-			m.ranges.has(rangeCacheKey(ns, string(ds[k].ID))) {
+		if l.Pack != first.Pack || l.Offset != end || end+l.Length-first.Offset > limit {
 			break
 		}
+		key := rangeCacheKey(ns, string(ds[k].ID))
+		if _, busy := m.loading[key]; busy || m.ranges.has(key) {
+			break
+		}
+		ld := &load[*rangeFile]{done: make(chan struct{}), err: errNotReadAhead}
+		m.loading[key] = ld
+		keys, loads, lengths = append(keys, key), append(loads, ld), append(lengths, l.Length)
 		end += l.Length
 	}
-	if k < 2 {
+	if len(keys) < 2 {
+		// Nobody can have joined these: m.mu was held throughout.
+		for _, key := range keys {
+			delete(m.loading, key)
+		}
+		m.mu.Unlock()
 		return false
 	}
-	data, err := readStored(ctx, m.blobs, ns, PackObjectName(first.Pack), Location{Pack: first.Pack, Offset: first.Offset, Length: end - first.Offset})
-	if err != nil {
-		return true
-	}
-	for _, d := range ds[:k] {
-		// A copy each: a range cached on its own must not hold the whole
-		// run in memory after the others are evicted.
-		at := d.Loc.Offset - first.Offset
-		f, err := decodeRange(d.ID, bytes.Clone(data[at:at+d.Loc.Length]))
-		if err != nil {
-			return true
+	m.mu.Unlock()
+	pieces, err := readSlices(ctx, m.blobs, ns, PackObjectName(first.Pack), first.Offset, lengths)
+	// Last to first, so that the range the listing wants next is the most
+	// recently used.
+	for i := len(keys) - 1; err == nil && i >= 0; i-- {
+		if ctx.Err() != nil {
+			break
 		}
-		m.ranges.add(rangeCacheKey(ns, string(d.ID)), f, len(f.data))
+		if f, derr := decodeRange(ds[i].ID, pieces[i]); derr == nil {
+			loads[i].v, loads[i].err = f, nil
+			m.ranges.add(keys[i], f, len(f.data))
+		}
 	}
-	return true
+	// As loadShared: cached before it leaves loading.
+	m.mu.Lock()
+	for _, key := range keys {
+		delete(m.loading, key)
+	}
+	m.mu.Unlock()
+	for _, ld := range loads {
+		close(ld.done)
+	}
+	return err == nil
+}
+
+// sliceReader is a store that reads adjacent slices of one object at once
+// and keeps each as the slice it is (CachedBlobStore caches each under
+// the key GetRange would).
+type sliceReader interface {
+	getSlices(ctx context.Context, ns graveler.StorageNamespace, name string, offset int64, lengths []int64) ([][]byte, error)
+}
+
+// readSlices reads the adjacent slices of object name that begin at
+// offset, of the lengths given, in one read of the store where it can,
+// each slice in memory of its own.
+func readSlices(ctx context.Context, blobs BlobStore, ns graveler.StorageNamespace, name string, offset int64, lengths []int64) ([][]byte, error) {
+	if sr, ok := blobs.(sliceReader); ok {
+		return sr.getSlices(ctx, ns, name, offset, lengths)
+	}
+	var total int64
+	for _, l := range lengths {
+		total += l
+	}
+	data, err := blobs.GetRange(ctx, ns, name, offset, total)
+	if err != nil {
+		return nil, err
+	}
+	return splitSlices(name, offset, data, lengths)
+}
+
+// splitSlices cuts data, read at offset, into slices of the lengths
+// given, each a copy: a slice kept must not hold the others in memory.
+func splitSlices(name string, offset int64, data []byte, lengths []int64) ([][]byte, error) {
+	out := make([][]byte, len(lengths))
+	var at int64
+	for i, l := range lengths {
+		if at+l > int64(len(data)) {
+			return nil, fmt.Errorf("committed: %q at %d+%d: %w", name, offset+at, l, ErrShortBlob)
+		}
+		out[i] = bytes.Clone(data[at : at+l])
+		at += l
+	}
+	return out, nil
 }
 
 // Get returns a committed value or graveler.ErrEntryNotFound.

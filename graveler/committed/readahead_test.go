@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"graveler/graveler"
 )
@@ -213,15 +216,24 @@ func TestListReadAheadSkipsCached(t *testing.T) {
 
 // TestListReadAheadDamagedRange: a damaged range inside a run is
 // reported as it was without read-ahead: the listing returns every
-// record before it, then ErrCorrupt naming it.
+// record before it, then ErrCorrupt naming it. The run's other ranges,
+// before and after it, are cached.
 func TestListReadAheadDamagedRange(t *testing.T) {
 	ctx := context.Background()
 	store, ns, id, recs, ranges := readAheadTree(t)
-	bad := 2 // the second range of the second run
-	storedFlip(t, store, ns, ranges[bad], 1)
-	store.reset()
 	it, err := NewManager(store, tinyConfig).List(ctx, ns, id)
 	if err != nil {
+		t.Fatal(err)
+	}
+	wantRecords(t, collect(t, it), recs)
+	run := rangeReads(ranges, store.reset())[1]
+	if len(run) < 3 {
+		t.Fatalf("second run %v, want at least 3 ranges", run)
+	}
+	bad := run[1]
+	storedFlip(t, store, ns, ranges[bad], 1)
+	m := NewManager(store, tinyConfig)
+	if it, err = m.List(ctx, ns, id); err != nil {
 		t.Fatal(err)
 	}
 	var got []graveler.ValueRecord
@@ -231,10 +243,111 @@ func TestListReadAheadDamagedRange(t *testing.T) {
 	if !errors.Is(it.Err(), ErrCorrupt) || !strings.Contains(it.Err().Error(), string(ranges[bad].ID)) {
 		t.Fatalf("listing through damaged range %s: %v", ranges[bad].ID, it.Err())
 	}
-	before := ranges[0].Count + ranges[1].Count
+	before := 0
+	for _, d := range ranges[:bad] {
+		before += d.Count
+	}
 	wantRecords(t, got, recs[:before])
-	if reads := rangeReads(ranges, store.reset()); len(reads) < 2 || !slices.Contains(reads[1], bad) {
-		t.Fatalf("reads %v: the damaged range was not read in a run", reads)
+	spans := store.reset()
+	reads := rangeReads(ranges, spans)
+	if len(reads) < 2 || !slices.Equal(reads[1], run) {
+		t.Fatalf("reads %v: the damaged range was not read in the run %v", reads, run)
+	}
+	for _, i := range []int{run[0], run[2]} {
+		if !m.ranges.has(rangeCacheKey(ns, string(ranges[i].ID))) {
+			t.Errorf("range %d of the run %v is not cached", i, run)
+		}
+	}
+	// Only the damaged range is read a second time, on its own.
+	for i, n := range readsPerRange(ranges, spans) {
+		if want := 1; i == bad {
+			want = 2
+			if n != want {
+				t.Errorf("damaged range %d read %d times, want %d", i, n, want)
+			}
+		} else if i <= run[len(run)-1] && n != want {
+			t.Errorf("range %d read %d times, want %d", i, n, want)
+		}
+	}
+}
+
+// TestReadAheadWaiterReadsItself: a Get that waits on a run read ahead
+// whose check of its range fails reads the range itself and reports what
+// is wrong with it (ErrCorrupt), not that the run did not decode it.
+func TestReadAheadWaiterReadsItself(t *testing.T) {
+	ctx := context.Background()
+	base, ns, id, _, ranges := readAheadTree(t)
+	storedFlip(t, base, ns, ranges[1], 1)
+	g := &gateStore{BlobStore: base, loc: ranges[0].Loc, second: make(chan struct{})}
+	m := NewManager(g, tinyConfig)
+	root, err := m.loadRoot(ctx, ns, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := make(chan error, 1)
+	go func() {
+		it := &listIter{c: newCursor(ctx, m, ns, id, root), pending: true}
+		it.c.ahead = readAheadStart
+		it.Next()
+		listed <- it.Err()
+	}()
+	// The run [0 1] is being read (held): a Get of range 1 waits on it.
+	for g.n.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	m.mu.Lock()
+	_, busy := m.loading[rangeCacheKey(ns, string(ranges[1].ID))]
+	m.mu.Unlock()
+	if !busy {
+		t.Fatal("range 1 is not being read with range 0")
+	}
+	got := make(chan error, 1)
+	go func() {
+		_, err := m.Get(ctx, ns, id, ranges[1].MinKey)
+		got <- err
+	}()
+	// Time for the Get to reach its wait on the run. Were it late, it
+	// would read range 1 itself after the run and the test would pass
+	// without the wait; it cannot fail because of it.
+	time.Sleep(100 * time.Millisecond)
+	g.release() // let the run's read go on
+	if err := <-listed; err != nil {
+		t.Fatalf("listing the first record: %v", err)
+	}
+	if err := <-got; !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Get of the damaged range waiting on the run: %v, want ErrCorrupt", err)
+	}
+}
+
+// TestReadAheadBounds: a run stays within readAheadBytes (ranges of one
+// large record each here).
+func TestReadAheadBounds(t *testing.T) {
+	ctx := context.Background()
+	inner := NewBucketStore(BucketConfig{})
+	t.Cleanup(func() { inner.Close() })
+	store := &spanStore{BlobStore: inner}
+	ns := testNS()
+	var recs []graveler.ValueRecord
+	big := strings.Repeat("x", 20<<10)
+	for i := range 100 {
+		recs = append(recs, rec(fmt.Sprintf("key-%04d", i), "v", big))
+	}
+	cfg := tinyConfig
+	cfg.MaxRangeSize = 0
+	id := write(t, NewManager(store, cfg), ns, recs)
+	store.reset()
+	it, err := NewManager(store, cfg).List(ctx, ns, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantRecords(t, collect(t, it), recs)
+	spans := store.reset()
+	longest := int64(0)
+	for _, sp := range spans {
+		longest = max(longest, sp.Length)
+	}
+	if longest > readAheadBytes || longest < readAheadBytes/2 {
+		t.Fatalf("longest read %d bytes, want at most %d and near it", longest, readAheadBytes)
 	}
 }
 
@@ -267,4 +380,267 @@ func TestListReadAheadGivenUp(t *testing.T) {
 	if rows >= len(ranges) {
 		t.Fatalf("%d rows listed after giving up", rows)
 	}
+}
+
+// readsPerRange counts, per range, the store reads that covered it.
+func readsPerRange(ranges []RangeDescriptor, spans []Location) []int {
+	seen := make([]int, len(ranges))
+	for _, r := range rangeReads(ranges, spans) {
+		for _, i := range r {
+			seen[i]++
+		}
+	}
+	return seen
+}
+
+// TestListReadAheadSmallRangeCache: with a range cache of room for a few
+// ranges, a listing still reads every range once: a run is at most an
+// eighth of the cache (a run that filled it would evict its own first
+// range, the one the cursor wants next, and ranges read ahead would
+// evict each other before the listing reached them).
+func TestListReadAheadSmallRangeCache(t *testing.T) {
+	ctx := context.Background()
+	store, ns, id, recs, ranges := readAheadTree(t)
+	var biggest int64
+	for _, d := range ranges {
+		biggest = max(biggest, d.Loc.Length)
+	}
+	cfg := tinyConfig
+	cfg.RangeCacheBytes = int(4 * biggest) // room for 4 ranges
+
+	// Control: one read per range without read-ahead.
+	m := NewManager(store, cfg)
+	root, err := m.loadRoot(ctx, ns, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.reset()
+	wantRecords(t, collect(t, &listIter{c: newCursor(ctx, m, ns, id, root), pending: true}), recs)
+	for i, n := range readsPerRange(ranges, store.reset()) {
+		if n != 1 {
+			t.Fatalf("control: range %d read %d times", i, n)
+		}
+	}
+
+	it, err := NewManager(store, cfg).List(ctx, ns, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantRecords(t, collect(t, it), recs)
+	seen := readsPerRange(ranges, store.reset())
+	var extra, worst int
+	for _, n := range seen {
+		extra += n - 1
+		worst = max(worst, n)
+	}
+	if extra > 0 {
+		t.Fatalf("RangeCacheBytes %d: %d range reads beyond one each for %d ranges (one range read %d times)", cfg.RangeCacheBytes, extra, len(ranges), worst)
+	}
+}
+
+// gateStore counts reads of a pack that cover loc; the first waits
+// (up to a second) for a second such read to begin.
+type gateStore struct {
+	BlobStore
+	loc    Location
+	n      atomic.Int32
+	second chan struct{}
+	once   sync.Once
+}
+
+// release lets the held read go on.
+func (s *gateStore) release() { s.once.Do(func() { close(s.second) }) }
+
+func (s *gateStore) GetRange(ctx context.Context, ns graveler.StorageNamespace, name string, offset, length int64) ([]byte, error) {
+	if strings.TrimPrefix(name, packsPrefix) == s.loc.Pack && offset <= s.loc.Offset && s.loc.Offset+s.loc.Length <= offset+length {
+		switch s.n.Add(1) {
+		case 1:
+			select {
+			case <-s.second:
+			case <-time.After(time.Second):
+			}
+		case 2:
+			s.release()
+		}
+	}
+	return s.BlobStore.GetRange(ctx, ns, name, offset, length)
+}
+
+// TestListReadAheadReadOnce: two listings that enter the same cold range
+// at once read it once, with read-ahead as without (the package doc:
+// "One range or node is read once however many readers want it at the
+// same time"): a run's ranges count as being read until it is done.
+func TestListReadAheadReadOnce(t *testing.T) {
+	ctx := context.Background()
+	for _, ahead := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ahead=%v", ahead), func(t *testing.T) {
+			base, ns, id, _, ranges := readAheadTree(t)
+			g := &gateStore{BlobStore: base, loc: ranges[0].Loc, second: make(chan struct{})}
+			m := NewManager(g, tinyConfig)
+			if _, err := m.loadRoot(ctx, ns, id); err != nil {
+				t.Fatal(err)
+			}
+			var wg sync.WaitGroup
+			for range 2 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					var it graveler.ValueIterator
+					if ahead {
+						var err error
+						if it, err = m.List(ctx, ns, id); err != nil {
+							t.Error(err)
+							return
+						}
+					} else {
+						root, _ := m.loadRoot(ctx, ns, id)
+						it = &listIter{c: newCursor(ctx, m, ns, id, root), pending: true}
+					}
+					if !it.Next() {
+						t.Errorf("no first record: %v", it.Err())
+					}
+				}()
+			}
+			wg.Wait()
+			if n := g.n.Load(); n != 1 {
+				t.Fatalf("range 0 read %d times by two listings at once, want once", n)
+			}
+		})
+	}
+}
+
+// TestListReadAheadDiskCacheSlices: CachedBlobStore (a non-file
+// namespace) keys a pack slice by its offset and length, and a run is
+// cached range by range under those keys: ranges on local disk one at a
+// time (a Get read them) are not fetched again by a listing, and ranges a
+// listing cached are not fetched again by a Get of a Manager whose memory
+// is cold (another process, after a restart).
+func TestListReadAheadDiskCacheSlices(t *testing.T) {
+	ctx := context.Background()
+	setup := func(t *testing.T) (*spanStore, BlobStore, graveler.StorageNamespace, graveler.MetaRangeID, []graveler.ValueRecord, []RangeDescriptor) {
+		inner := &spanStore{BlobStore: NewBucketStore(BucketConfig{})}
+		t.Cleanup(func() { inner.Close() })
+		cached, err := NewCachedBlobStore(inner, CacheConfig{Dir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ns := testNS() // mem://, not file:
+		recs := numbered(3000, "v")
+		id := write(t, NewManager(cached, tinyConfig), ns, recs)
+		ranges, err := ReadMetaRange(ctx, cached, ns, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return inner, cached, ns, id, recs, ranges
+	}
+	innerRangeReads := func(ranges []RangeDescriptor, inner *spanStore) int {
+		return len(rangeReads(ranges, inner.reset()))
+	}
+
+	t.Run("gets then a listing", func(t *testing.T) {
+		inner, cached, ns, id, recs, ranges := setup(t)
+		warm := NewManager(cached, tinyConfig)
+		for _, d := range ranges {
+			if _, err := warm.Get(ctx, ns, id, d.MinKey); err != nil {
+				t.Fatal(err)
+			}
+		}
+		inner.reset()
+		// Control: a listing one range at a time reads nothing behind.
+		plain := NewManager(cached, tinyConfig)
+		root, err := plain.loadRoot(ctx, ns, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantRecords(t, collect(t, &listIter{c: newCursor(ctx, plain, ns, id, root), pending: true}), recs)
+		if n := innerRangeReads(ranges, inner); n > 0 {
+			t.Fatalf("control: %d reads behind the disk cache", n)
+		}
+		it, err := NewManager(cached, tinyConfig).List(ctx, ns, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantRecords(t, collect(t, it), recs)
+		if n := innerRangeReads(ranges, inner); n > 0 {
+			t.Fatalf("a listing read %d slices of ranges from the store behind the disk cache; every range was on disk", n)
+		}
+	})
+	t.Run("control: a listing one range at a time then gets", func(t *testing.T) {
+		inner, cached, ns, id, recs, ranges := setup(t)
+		plain := NewManager(cached, tinyConfig)
+		root, err := plain.loadRoot(ctx, ns, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantRecords(t, collect(t, &listIter{c: newCursor(ctx, plain, ns, id, root), pending: true}), recs)
+		inner.reset()
+		cold := NewManager(cached, tinyConfig)
+		for _, d := range ranges {
+			if _, err := cold.Get(ctx, ns, id, d.MinKey); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := innerRangeReads(ranges, inner); n > 0 {
+			t.Fatalf("control: %d reads behind the disk cache", n)
+		}
+	})
+	t.Run("a listing then gets", func(t *testing.T) {
+		inner, cached, ns, id, recs, ranges := setup(t)
+		it, err := NewManager(cached, tinyConfig).List(ctx, ns, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantRecords(t, collect(t, it), recs)
+		inner.reset()
+		cold := NewManager(cached, tinyConfig)
+		for _, d := range ranges {
+			if _, err := cold.Get(ctx, ns, id, d.MinKey); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := innerRangeReads(ranges, inner); n > 0 {
+			t.Fatalf("Gets read %d of %d ranges from the store behind the disk cache; a listing had read them all", n, len(ranges))
+		}
+	})
+}
+
+// TestListReadAheadSeveralPacks: a tree whose ranges sit in several packs
+// (an Apply onto a base) lists right, and every range is read once.
+func TestListReadAheadSeveralPacks(t *testing.T) {
+	ctx := context.Background()
+	store, ns, id, recs, _ := readAheadTree(t)
+	var changes []graveler.ValueRecord
+	want := append([]graveler.ValueRecord(nil), recs...)
+	for i := 5; i < len(recs); i += 97 {
+		want[i] = rec(string(recs[i].Key), "new", "x")
+		changes = append(changes, want[i])
+	}
+	next, _, err := NewManager(store, tinyConfig).Apply(ctx, ns, id, newSliceIter(changes), graveler.ApplyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ranges, err := ReadMetaRange(ctx, store, ns, next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	packs := map[string]bool{}
+	for _, d := range ranges {
+		packs[d.Loc.Pack] = true
+	}
+	if len(packs) < 2 {
+		t.Fatalf("ranges in %d packs", len(packs))
+	}
+	store.reset()
+	it, err := NewManager(store, tinyConfig).List(ctx, ns, next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantRecords(t, collect(t, it), want)
+	spans := store.reset()
+	for i, n := range readsPerRange(ranges, spans) {
+		if n != 1 {
+			t.Fatalf("range %d read %d times", i, n)
+		}
+	}
+	t.Logf("%d ranges in %d packs, %d reads", len(ranges), len(packs), len(spans))
 }
