@@ -308,8 +308,8 @@ func (g *Graveler) Delete(ctx context.Context, repoID RepositoryID, branch Branc
 // tombstone is written again into the new one. Keys written after it
 // survive it. ErrTooManyRangeTombstones once the token holds its limit.
 func (g *Graveler) DeletePrefix(ctx context.Context, repoID RepositoryID, branch BranchID, prefix Key) error {
-	if len(prefix) > MaxKeyLen {
-		return fmt.Errorf("prefix: %w: %d bytes, limit %d", ErrInvalidKey, len(prefix), MaxKeyLen)
+	if err := ValidatePrefix("prefix", prefix); err != nil {
+		return err
 	}
 	if err := ValidateBranchID(branch); err != nil {
 		return err
@@ -694,6 +694,12 @@ func (g *Graveler) ListEntries(ctx context.Context, repoID RepositoryID, ref Ref
 func (g *Graveler) ListEntriesPage(ctx context.Context, repoID RepositoryID, ref Ref, opts ListEntriesOptions) (*EntriesPage, error) {
 	if opts.Limit <= 0 {
 		return nil, fmt.Errorf("%w: list limit %d must be positive", ErrInvalidArgument, opts.Limit)
+	}
+	if err := ValidatePrefix("prefix", opts.Prefix); err != nil {
+		return nil, err
+	}
+	if err := ValidatePrefix("delimiter", opts.Delimiter); err != nil {
+		return nil, err
 	}
 	repo, err := g.refs.GetRepository(ctx, repoID)
 	if err != nil {

@@ -126,6 +126,17 @@ func ValidateKey(k Key) error {
 	return nil
 }
 
+// ValidatePrefix: at most MaxKeyLen bytes, any bytes, empty allowed. what
+// names the field ("prefix", "delimiter"). No key is longer, so a longer
+// one can only be a client's mistake, and one of megabytes would otherwise
+// reach etcd inside a range request over etcd's request size limit.
+func ValidatePrefix(what string, p Key) error {
+	if len(p) > MaxKeyLen {
+		return fmt.Errorf("%s: %w: %d bytes, limit %d", what, ErrInvalidKey, len(p), MaxKeyLen)
+	}
+	return nil
+}
+
 // ValidateValue: non-empty identity up to MaxIdentityLen, data up to MaxValueDataLen.
 func ValidateValue(v *Value) error {
 	if v == nil {

@@ -3654,10 +3654,11 @@ type ListEntriesRequest struct {
 	Repository string `protobuf:"bytes,1,opt,name=repository,proto3" json:"repository,omitempty"`
 	// ref is the reference to list at.
 	Ref string `protobuf:"bytes,2,opt,name=ref,proto3" json:"ref,omitempty"`
-	// prefix restricts the listing to keys starting with it.
+	// prefix restricts the listing to keys starting with it (at most as long
+	// as a key: INVALID_ARGUMENT / INVALID_KEY otherwise).
 	Prefix []byte `protobuf:"bytes,3,opt,name=prefix,proto3" json:"prefix,omitempty"`
 	// delimiter groups keys sharing prefix up to the next delimiter into one
-	// common prefix.
+	// common prefix (at most as long as a key, as prefix).
 	Delimiter []byte `protobuf:"bytes,4,opt,name=delimiter,proto3" json:"delimiter,omitempty"`
 	// page_size is the most results to return (0: default).
 	PageSize int32 `protobuf:"varint,5,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
@@ -3802,7 +3803,8 @@ type StreamEntriesRequest struct {
 	Repository string `protobuf:"bytes,1,opt,name=repository,proto3" json:"repository,omitempty"`
 	// ref is the reference to list at.
 	Ref string `protobuf:"bytes,2,opt,name=ref,proto3" json:"ref,omitempty"`
-	// prefix restricts the listing to keys starting with it.
+	// prefix restricts the listing to keys starting with it (at most as long
+	// as a key, as in ListEntries).
 	Prefix []byte `protobuf:"bytes,3,opt,name=prefix,proto3" json:"prefix,omitempty"`
 	// delimiter groups keys into common prefixes, as in ListEntries.
 	Delimiter     []byte `protobuf:"bytes,4,opt,name=delimiter,proto3" json:"delimiter,omitempty"`
