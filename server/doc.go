@@ -7,8 +7,10 @@
 // reason and the resource in its metadata. NewGRPCServer adds the
 // interceptors (request id, access log as GRPCOptions.AccessLog chooses,
 // Prometheus metrics, bearer-token auth, error mapping, panic recovery),
-// the standard health service and server reflection. GetServerVersion
-// answers with package buildinfo's version.
+// the standard health service and server reflection; a request message it
+// cannot decode is answered INVALID_ARGUMENT (MALFORMED_REQUEST) through
+// the same interceptors, not gRPC's own INTERNAL (decode.go).
+// GetServerVersion answers with package buildinfo's version.
 //
 // Revisions: every ref-changing handler runs on a context with a
 // kv.Revisions and answers with its revision, that of the operation's

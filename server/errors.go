@@ -35,6 +35,9 @@ var (
 	// enum value out of range).
 	ErrInvalidField  = fmt.Errorf("server: invalid field: %w", graveler.ErrInvalidArgument)
 	ErrBatchTooLarge = fmt.Errorf("server: batch too large: %w", graveler.ErrInvalidArgument)
+	// ErrMalformedRequest: a request message cannot be decoded (a string
+	// field that is not UTF-8, bytes that are no protobuf message).
+	ErrMalformedRequest = fmt.Errorf("server: malformed request: %w", graveler.ErrInvalidArgument)
 	// ErrUnauthenticated: no bearer token, or one the server does not know.
 	ErrUnauthenticated = errors.New("server: unauthenticated")
 )
@@ -75,6 +78,7 @@ var reasons = []struct {
 	{ErrMissingField, "MISSING_FIELD"},
 	{ErrInvalidField, "INVALID_FIELD"},
 	{ErrBatchTooLarge, "BATCH_TOO_LARGE"},
+	{ErrMalformedRequest, "MALFORMED_REQUEST"},
 	{graveler.ErrDeleteDefaultBranch, "DELETE_DEFAULT_BRANCH"},
 	{graveler.ErrNoChanges, "NO_CHANGES"},
 	{graveler.ErrDirtyBranch, "DIRTY_BRANCH"},

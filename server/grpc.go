@@ -182,6 +182,7 @@ func NewGRPCServer(srv *Server, o GRPCOptions) *GRPC {
 		grpc.KeepaliveEnforcementPolicy(o.KeepalivePolicy),
 		grpc.UnaryInterceptor(ob.unary),
 		grpc.StreamInterceptor(ob.stream),
+		grpc.ForceServerCodecV2(newServerCodec()),
 	}
 	if o.StreamWorkers > 0 {
 		opts = append(opts, grpc.NumStreamWorkers(uint32(o.StreamWorkers)))
@@ -190,12 +191,13 @@ func NewGRPCServer(srv *Server, o GRPCOptions) *GRPC {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(o.TLS)))
 	}
 	gs := grpc.NewServer(opts...)
-	pb.RegisterGravelerServiceServer(gs, srv)
+	reg := decodingRegistrar{gs}
+	pb.RegisterGravelerServiceServer(reg, srv)
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	hs.SetServingStatus(pb.GravelerService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
-	healthpb.RegisterHealthServer(gs, hs)
-	reflection.Register(gs)
+	healthpb.RegisterHealthServer(reg, hs)
+	reflection.Register(reg)
 	// Every service is registered and none is served yet.
 	ob.bindMethods(gs)
 	return &GRPC{Server: gs, Health: hs}
@@ -471,6 +473,9 @@ func (s *observedStream) Context() context.Context { return s.ctx }
 func (s *observedStream) RecvMsg(m any) error {
 	err := s.ServerStream.RecvMsg(m)
 	if err == nil && s.first == nil {
+		if t, ok := m.(*decodeTarget); ok {
+			m = t.msg
+		}
 		s.first, _ = m.(proto.Message)
 	}
 	return err

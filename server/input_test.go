@@ -3,6 +3,7 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"testing"
 
@@ -10,7 +11,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	pb "graveler/api/graveler/v1"
 	"graveler/graveler"
@@ -124,5 +127,94 @@ func TestListEntriesPrefixOverKeyLimit(t *testing.T) {
 		if _, err := e.c.ListEntries(ctx, &pb.ListEntriesRequest{Repository: "repositories/input", Ref: ref, Prefix: full, Delimiter: full}); err != nil {
 			t.Errorf("ListEntries at %s with a %d-byte prefix and delimiter: %v", ref, graveler.MaxKeyLen, err)
 		}
+	}
+}
+
+// wireCodec sends and receives a message's encoding as it is (a *[]byte),
+// so that a test can send what no generated client would.
+type wireCodec struct{}
+
+func (wireCodec) Marshal(v any) ([]byte, error) { return *(v.(*[]byte)), nil }
+func (wireCodec) Unmarshal(data []byte, v any) error {
+	*(v.(*[]byte)) = append([]byte(nil), data...)
+	return nil
+}
+func (wireCodec) Name() string { return "proto" }
+
+var _ encoding.Codec = wireCodec{}
+
+// wireString encodes string field num holding s, valid UTF-8 or not.
+func wireString(num protowire.Number, s string) []byte {
+	return protowire.AppendString(protowire.AppendTag(nil, num, protowire.BytesType), s)
+}
+
+// TestUndecodableRequestInvalidArgument: a request the server cannot
+// decode (a string field that is not UTF-8, bytes that are no protobuf
+// message) is the client's fault: INVALID_ARGUMENT / MALFORMED_REQUEST
+// with the request id in its ErrorInfo, for unary, server-streaming and
+// client-streaming methods and for the health service alike. gRPC's own
+// answer was INTERNAL with no ErrorInfo, which says the server is broken.
+func TestUndecodableRequestInvalidArgument(t *testing.T) {
+	e := startDaemon(t)
+	ctx := context.Background()
+	const svc = "/graveler.v1.GravelerService/"
+	check := func(what string, err error) {
+		t.Helper()
+		code, reason, meta := statusInfo(err)
+		if code != codes.InvalidArgument || reason != "MALFORMED_REQUEST" || meta["requestId"] == "" {
+			t.Errorf("%s: %v (reason %q, metadata %v)", what, err, reason, meta)
+		}
+	}
+	for _, c := range []struct {
+		method string
+		body   []byte
+	}{
+		{svc + "GetRepository", wireString(1, "repositories/\xff\xfe")},
+		{svc + "GetEntry", append(wireString(1, "repositories/input"), wireString(2, "ma\xffin")...)},
+		{svc + "PutEntry", wireString(1, "repositories/input/branches/\xc3")},
+		{svc + "GetRepository", []byte{0xff}},
+		{"/grpc.health.v1.Health/Check", wireString(1, "\xff")},
+	} {
+		out := []byte(nil)
+		err := e.conn.Invoke(ctx, c.method, &c.body, &out, grpc.ForceCodec(wireCodec{}))
+		check(fmt.Sprintf("%s with %q", c.method, c.body), err)
+	}
+
+	// Server streaming: the request is the stream's one message.
+	desc := &grpc.StreamDesc{ServerStreams: true}
+	s, err := e.conn.NewStream(ctx, desc, svc+"StreamEntries", grpc.ForceCodec(wireCodec{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := append(wireString(1, "repositories/input"), wireString(2, "\xff")...)
+	if err := s.SendMsg(&body); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	var out []byte
+	check("StreamEntries", s.RecvMsg(&out))
+
+	// Client streaming: a bad first message, and a bad one after a good
+	// one (into a bare repository, which a restore reads on into).
+	if _, err := e.c.CreateRepository(ctx, &pb.CreateRepositoryRequest{RepositoryId: "bare", Bare: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, msgs := range [][][]byte{
+		{wireString(1, "repositories/\xff")},
+		{wireString(1, "repositories/bare"), wireString(1, "repositories/\xff")},
+	} {
+		s, err := e.conn.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true}, svc+"RestoreRefs", grpc.ForceCodec(wireCodec{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range msgs {
+			if err := s.SendMsg(&m); err != nil {
+				break // the server ended the call; RecvMsg has its status
+			}
+		}
+		_ = s.CloseSend()
+		check(fmt.Sprintf("RestoreRefs with %d messages", len(msgs)), s.RecvMsg(&out))
 	}
 }

@@ -70,7 +70,9 @@ const (
 // branch and tag ids 256 bytes, ref expressions 512 bytes, commit message
 // 960 KiB, 1000 entries per BatchPutEntries. A request message over the
 // server's receive limit (4 MiB by default) is RESOURCE_EXHAUSTED with no
-// ErrorInfo: split it rather than retry it.
+// ErrorInfo: split it rather than retry it. A request message that cannot
+// be decoded (a string field that is not valid UTF-8) is INVALID_ARGUMENT
+// (MALFORMED_REQUEST).
 //
 // Resource names follow AIP-122:
 //
@@ -649,7 +651,9 @@ func (c *gravelerServiceClient) GetServerVersion(ctx context.Context, in *GetSer
 // branch and tag ids 256 bytes, ref expressions 512 bytes, commit message
 // 960 KiB, 1000 entries per BatchPutEntries. A request message over the
 // server's receive limit (4 MiB by default) is RESOURCE_EXHAUSTED with no
-// ErrorInfo: split it rather than retry it.
+// ErrorInfo: split it rather than retry it. A request message that cannot
+// be decoded (a string field that is not valid UTF-8) is INVALID_ARGUMENT
+// (MALFORMED_REQUEST).
 //
 // Resource names follow AIP-122:
 //
