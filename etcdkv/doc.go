@@ -121,7 +121,10 @@
 // since is kv.ErrAmbiguous (wrapping kv.ErrQuotaExceeded too);
 // oversized requests are rejected before sending with kv.ErrKeyTooLarge or
 // kv.ErrValueTooLarge naming the size and the limit; an unreachable cluster
-// on a read, or a read whose every attempt ran out, is kv.ErrUnavailable.
+// on a read, or a read whose every attempt ran out, is kv.ErrUnavailable;
+// a DeadlineExceeded from etcd when the caller's deadline has come (or is
+// a few milliseconds away: etcd, given the deadline, can report it before
+// the caller's context does) is context.DeadlineExceeded instead.
 // A write whose context had ended before it was sent returns the
 // context's error and was not applied.
 package etcdkv

@@ -110,3 +110,6 @@ func (s *Store) HoldFenceLockForTest(ctx context.Context) (release func()) {
 	}
 	return s.fence.release
 }
+
+// ReadErrForTest maps err as a failed read on ctx does.
+func ReadErrForTest(ctx context.Context, err error) error { return readErr(ctx, "test", err) }

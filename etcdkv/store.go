@@ -1121,10 +1121,30 @@ func writeErr(ctx context.Context, what string, err error) error {
 	return readErr(ctx, what, err)
 }
 
+// deadlineSlack is how far ahead of the caller's deadline a
+// DeadlineExceeded from etcd still counts as that deadline's: etcd gets
+// the deadline with the request, and its answer can arrive before the
+// caller's context, whose timer has yet to fire, reports it.
+const deadlineSlack = 5 * time.Millisecond
+
+// callerDeadline reports whether err, a DeadlineExceeded, is the caller's
+// deadline coming (passed, or within deadlineSlack) rather than a timeout
+// of etcd's or of an attempt on a caller with time left.
+func callerDeadline(ctx context.Context, err error) bool {
+	if !errors.Is(err, context.DeadlineExceeded) && status.Code(err) != codes.DeadlineExceeded {
+		return false
+	}
+	dl, ok := ctx.Deadline()
+	return ok && time.Until(dl) <= deadlineSlack
+}
+
 // readErr maps an error of an operation that changed nothing.
 func readErr(ctx context.Context, what string, err error) error {
 	if cerr := ctx.Err(); cerr != nil {
 		return fmt.Errorf("etcdkv: %s: %w", what, cerr)
+	}
+	if callerDeadline(ctx, err) {
+		return fmt.Errorf("etcdkv: %s: %w", what, context.DeadlineExceeded)
 	}
 	if errors.Is(err, errAttemptTimeout) || errors.Is(err, context.DeadlineExceeded) {
 		// The caller's context is live: our own attempts ran out.
