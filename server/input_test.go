@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"testing"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -216,5 +217,42 @@ func TestUndecodableRequestInvalidArgument(t *testing.T) {
 		}
 		_ = s.CloseSend()
 		check(fmt.Sprintf("RestoreRefs with %d messages", len(msgs)), s.RecvMsg(&out))
+	}
+}
+
+// TestBatchPutBadEntryNamesIndex: a BatchPutEntries refused for one
+// entry's key or value says which entry, by its index and key, in the
+// message and in the ErrorInfo metadata (entryIndex, key cut to the key
+// limit with keyLength as usual), so a client can find it among a
+// thousand.
+func TestBatchPutBadEntryNamesIndex(t *testing.T) {
+	e := startDaemon(t)
+	ctx := context.Background()
+	long := strings.Repeat("x", graveler.MaxKeyLen+1)
+	for _, c := range []struct {
+		name   string
+		mutate func(*pb.Entry)
+		reason string
+		key    string // the key the metadata names ("": none)
+	}{
+		{"1025-byte key", func(en *pb.Entry) { en.Key = []byte(long) }, "INVALID_KEY", long[:graveler.MaxKeyLen]},
+		{"empty key", func(en *pb.Entry) { en.Key = nil }, "INVALID_KEY", ""},
+		{"empty identity", func(en *pb.Entry) { en.Value.Identity = nil }, "INVALID_VALUE", "k500"},
+		{"no value", func(en *pb.Entry) { en.Value = nil }, "MISSING_FIELD", "k500"},
+	} {
+		es := make([]*pb.Entry, 600)
+		for i := range es {
+			es[i] = &pb.Entry{Key: []byte(fmt.Sprint("k", i)), Value: &pb.Value{Identity: []byte("i")}}
+		}
+		c.mutate(es[500])
+		_, err := e.c.BatchPutEntries(ctx, &pb.BatchPutEntriesRequest{Branch: "repositories/input/branches/dev", Entries: es})
+		code, reason, meta := statusInfo(err)
+		msg := status.Convert(err).Message()
+		if code != codes.InvalidArgument || reason != c.reason || !strings.Contains(msg, "entry 500") || meta["entryIndex"] != "500" || meta["key"] != c.key {
+			t.Errorf("batch with a bad entry 500 (%s): %v (reason %s, metadata %v)", c.name, err, reason, meta)
+		}
+		if c.key == long[:graveler.MaxKeyLen] && (meta["keyLength"] != "1025" || len(msg) > 400) {
+			t.Errorf("batch with a bad entry 500 (%s): the key is not cut: %d-byte message, metadata keyLength %q", c.name, len(msg), meta["keyLength"])
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"iter"
 	"slices"
+	"strconv"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -651,10 +652,19 @@ func (s *Server) BatchPutEntries(ctx context.Context, req *pb.BatchPutEntriesReq
 		return nil, res(fmt.Errorf("%w: %d entries, limit %d", ErrBatchTooLarge, len(req.GetEntries()), s.cfg.MaxBatchEntries))
 	}
 	recs := make([]*graveler.ValueRecord, 0, len(req.GetEntries()))
-	for _, e := range req.GetEntries() {
+	for i, e := range req.GetEntries() {
+		// Checked here, not only by SetBatch, to name the entry among
+		// up to MaxBatchEntries.
 		v, err := entryValue(e)
+		if err == nil {
+			err = graveler.ValidateKey(e.GetKey())
+		}
+		if err == nil {
+			err = graveler.ValidateValue(&v)
+		}
 		if err != nil {
-			return nil, withResource(err, "branch", req.GetBranch(), "key", string(e.GetKey()))
+			return nil, withResource(fmt.Errorf("entry %d (key %s): %w", i, graveler.Echo(e.GetKey()), err),
+				"repository", RepositoryName(repo), "branch", req.GetBranch(), "entryIndex", strconv.Itoa(i), "key", string(e.GetKey()))
 		}
 		recs = append(recs, &graveler.ValueRecord{Key: e.GetKey(), Value: &v})
 	}

@@ -150,7 +150,9 @@ type GravelerServiceClient interface {
 	PutEntry(ctx context.Context, in *PutEntryRequest, opts ...grpc.CallOption) (*PutEntryResponse, error)
 	// BatchPutEntries stages many entries on a branch. It is not atomic: on
 	// error, any prefix of the batch may have been staged; retrying the whole
-	// batch is safe.
+	// batch is safe. An entry with an invalid key or value fails the batch
+	// before anything is staged, naming the entry's index (entryIndex in the
+	// ErrorInfo metadata) and its key.
 	BatchPutEntries(ctx context.Context, in *BatchPutEntriesRequest, opts ...grpc.CallOption) (*BatchPutEntriesResponse, error)
 	// DeleteEntry stages the deletion of an entry on a branch.
 	DeleteEntry(ctx context.Context, in *DeleteEntryRequest, opts ...grpc.CallOption) (*DeleteEntryResponse, error)
@@ -731,7 +733,9 @@ type GravelerServiceServer interface {
 	PutEntry(context.Context, *PutEntryRequest) (*PutEntryResponse, error)
 	// BatchPutEntries stages many entries on a branch. It is not atomic: on
 	// error, any prefix of the batch may have been staged; retrying the whole
-	// batch is safe.
+	// batch is safe. An entry with an invalid key or value fails the batch
+	// before anything is staged, naming the entry's index (entryIndex in the
+	// ErrorInfo metadata) and its key.
 	BatchPutEntries(context.Context, *BatchPutEntriesRequest) (*BatchPutEntriesResponse, error)
 	// DeleteEntry stages the deletion of an entry on a branch.
 	DeleteEntry(context.Context, *DeleteEntryRequest) (*DeleteEntryResponse, error)
