@@ -256,3 +256,28 @@ func TestBatchPutBadEntryNamesIndex(t *testing.T) {
 		}
 	}
 }
+
+// TestOutOfRangeFieldReasons: a field holding a value the API does not
+// define gets the reason documented for it, whichever way it is out of
+// range: a merge strategy out of the enum is INVALID_FIELD (as a Reset
+// scope is), and a negative parent number is INVALID_PARENT_NUMBER (as
+// one past the commit's parents is), for Revert and CherryPick alike.
+func TestOutOfRangeFieldReasons(t *testing.T) {
+	e := startDaemon(t)
+	ctx := context.Background()
+	const dev = "repositories/input/branches/dev"
+	_, err := e.c.Merge(ctx, &pb.MergeRequest{Destination: dev, SourceRef: "main", Strategy: 7})
+	if code, reason, _ := statusInfo(err); code != codes.InvalidArgument || reason != "INVALID_FIELD" {
+		t.Errorf("Merge strategy 7: %v (reason %q)", err, reason)
+	}
+	for _, n := range []int32{-1, 5} {
+		_, err = e.c.Revert(ctx, &pb.RevertRequest{Branch: dev, Ref: "main", ParentNumber: n})
+		if code, reason, _ := statusInfo(err); code != codes.InvalidArgument || reason != "INVALID_PARENT_NUMBER" {
+			t.Errorf("Revert parent_number %d: %v (reason %q)", n, err, reason)
+		}
+		_, err = e.c.CherryPick(ctx, &pb.CherryPickRequest{Branch: dev, Ref: "main", ParentNumber: n})
+		if code, reason, _ := statusInfo(err); code != codes.InvalidArgument || reason != "INVALID_PARENT_NUMBER" {
+			t.Errorf("CherryPick parent_number %d: %v (reason %q)", n, err, reason)
+		}
+	}
+}

@@ -986,7 +986,7 @@ func (s *Server) Merge(ctx context.Context, req *pb.MergeRequest) (*pb.MergeResp
 	}
 	strategy, ok := mergeStrategies[req.GetStrategy()]
 	if !ok {
-		return nil, res(fmt.Errorf("%w: unknown merge strategy %d", graveler.ErrInvalidArgument, req.GetStrategy()))
+		return nil, res(fmt.Errorf("%w: strategy %d is not MERGE_STRATEGY_UNSPECIFIED, _DEST_WINS or _SOURCE_WINS", ErrInvalidField, req.GetStrategy()))
 	}
 	var c *pb.Commit
 	id, ff, err := s.svc.Merge(ctx, repo, branch, src, graveler.MergeParams{CommitParams: commitParams(ctx, req.GetOptions()), Strategy: strategy, NoFastForward: req.GetNoFf()})
@@ -1014,7 +1014,7 @@ func (s *Server) pick(ctx context.Context, f pickFunc, branchName, refStr string
 		return nil, res(err)
 	}
 	if parent < 0 {
-		return nil, res(fmt.Errorf("%w: parent_number %d is negative", graveler.ErrInvalidArgument, parent))
+		return nil, res(fmt.Errorf("%w: %d is negative", graveler.ErrInvalidParentNumber, parent))
 	}
 	var c *pb.Commit
 	id, err := f(ctx, repo, branch, ref, int(parent), commitParams(ctx, opts))
