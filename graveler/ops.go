@@ -335,15 +335,21 @@ func pickParent(c *CommitRecord, parentNumber int) (CommitID, error) {
 
 // applyCommitDelta applies to a clean branch the change from `from` to
 // `to` (a three-way merge with `from` as base), as a one-parent commit
-// whose head update says change did it.
-func (g *Graveler) applyCommitDelta(ctx context.Context, repo *RepositoryRecord, branch BranchID, from, to MetaRangeID, params CommitParams, change BranchChange) (CommitID, error) {
+// whose head update says change did it. what names the operation for
+// ErrNoChanges ("cherry-pick of commit <id>").
+func (g *Graveler) applyCommitDelta(ctx context.Context, repo *RepositoryRecord, branch BranchID, from, to MetaRangeID, params CommitParams, change BranchChange, what string) (CommitID, error) {
 	b, head, err := g.cleanBranch(ctx, repo, branch)
 	if err != nil {
 		return "", err
 	}
 	mr, _, err := g.committed.Merge(ctx, repo.StorageNamespace, head.MetaRangeID, to, from, MergeStrategyNone)
-	if errors.Is(err, ErrNoChanges) && params.AllowEmpty {
-		mr, err = head.MetaRangeID, nil
+	if errors.Is(err, ErrNoChanges) {
+		if params.AllowEmpty {
+			mr, err = head.MetaRangeID, nil
+		} else {
+			// As Commit's and Merge's: the client sees which branch.
+			err = fmt.Errorf("%s onto branch %s of repository %s: %w", what, branch, repo.RepositoryID, err)
+		}
 	}
 	if err != nil {
 		return "", err
@@ -409,7 +415,7 @@ func (g *Graveler) Revert(ctx context.Context, repoID RepositoryID, branch Branc
 	if params.Message == "" {
 		params.Message = fmt.Sprintf("Revert %s", c.CommitID)
 	}
-	return g.applyCommitDelta(ctx, repo, branch, c.MetaRangeID, parent.MetaRangeID, params, ChangeRevert)
+	return g.applyCommitDelta(ctx, repo, branch, c.MetaRangeID, parent.MetaRangeID, params, ChangeRevert, "revert of commit "+string(c.CommitID))
 }
 
 // CherryPick commits ref's changes (against parent parentNumber) onto a
@@ -422,7 +428,7 @@ func (g *Graveler) CherryPick(ctx context.Context, repoID RepositoryID, branch B
 	if params.Message == "" {
 		params.Message = c.Message
 	}
-	return g.applyCommitDelta(ctx, repo, branch, parent.MetaRangeID, c.MetaRangeID, params, ChangeCherryPick)
+	return g.applyCommitDelta(ctx, repo, branch, parent.MetaRangeID, c.MetaRangeID, params, ChangeCherryPick, "cherry-pick of commit "+string(c.CommitID))
 }
 
 // dumpWindow bounds the commit records DumpRefs holds at once.

@@ -281,3 +281,35 @@ func TestOutOfRangeFieldReasons(t *testing.T) {
 		}
 	}
 }
+
+// TestPickNoChangesNamesBranch: a CherryPick or Revert that would change
+// nothing names the branch and the commit in its NO_CHANGES message, as
+// Commit and Merge name the branch in theirs.
+func TestPickNoChangesNamesBranch(t *testing.T) {
+	e := startDaemon(t)
+	ctx := context.Background()
+	const dev = "repositories/input/branches/dev"
+	head, err := e.c.GetBranch(ctx, &pb.GetBranchRequest{Name: "repositories/input/branches/main"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit := head.GetBranch().GetCommitId()
+	// dev holds main's commit already: picking it again changes nothing.
+	_, err = e.c.CherryPick(ctx, &pb.CherryPickRequest{Branch: dev, Ref: "main"})
+	checkNoChanges(t, "CherryPick", err, commit)
+	// Reverting it twice: the second finds nothing left to undo.
+	if _, err := e.c.Revert(ctx, &pb.RevertRequest{Branch: dev, Ref: "main"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.c.Revert(ctx, &pb.RevertRequest{Branch: dev, Ref: "main"})
+	checkNoChanges(t, "Revert", err, commit)
+}
+
+func checkNoChanges(t *testing.T, what string, err error, commit string) {
+	t.Helper()
+	msg := status.Convert(err).Message()
+	if _, reason, _ := statusInfo(err); reason != "NO_CHANGES" || !strings.Contains(msg, "branch dev") ||
+		!strings.Contains(msg, "repository input") || !strings.Contains(msg, commit) {
+		t.Errorf("%s with no changes: %v", what, err)
+	}
+}
