@@ -48,6 +48,11 @@ var reasons = []struct {
 	err    error
 	reason string
 }{
+	// First: an unknown outcome may carry the error of the read that
+	// could not settle it (a repository deleted meanwhile, say), and what
+	// that read found does not describe the write.
+	{graveler.ErrAmbiguous, "OUTCOME_UNKNOWN"},
+	{kv.ErrAmbiguous, "OUTCOME_UNKNOWN"},
 	{graveler.ErrRepositoryNotFound, "REPOSITORY_NOT_FOUND"},
 	{graveler.ErrRepositoryExists, "REPOSITORY_ALREADY_EXISTS"},
 	{graveler.ErrRepositoryDeleting, "REPOSITORY_DELETING"},
@@ -91,8 +96,6 @@ var reasons = []struct {
 	{graveler.ErrBranchHeadMoved, "BRANCH_HEAD_MOVED"},
 	{graveler.ErrTooManyRetries, "TOO_MANY_RETRIES"},
 	{graveler.ErrTooManyRangeTombstones, "TOO_MANY_RANGE_TOMBSTONES"},
-	{graveler.ErrAmbiguous, "OUTCOME_UNKNOWN"},
-	{kv.ErrAmbiguous, "OUTCOME_UNKNOWN"},
 	{kv.ErrPredicateFailed, "CONCURRENT_UPDATE"},
 	// Before STORE_UNAVAILABLE: etcd answered; a collection deleted an
 	// object the commit had just stored again, and a retry stores it.
@@ -138,6 +141,12 @@ func code(err error) codes.Code {
 		return codes.DeadlineExceeded
 	case errors.Is(err, context.Canceled):
 		return codes.Canceled
+	// Before the categories of what an unknown outcome may wrap: a write
+	// followed by a failed read-back is ABORTED (re-read, then decide),
+	// never NOT_FOUND or INVALID_ARGUMENT ("do not retry"), which would
+	// contradict the message and hide that the write may have applied.
+	case errors.Is(err, graveler.ErrAmbiguous), errors.Is(err, kv.ErrAmbiguous):
+		return codes.Aborted
 	case errors.Is(err, graveler.ErrNotFound):
 		return codes.NotFound
 	case errors.Is(err, graveler.ErrAlreadyExists):
@@ -145,8 +154,7 @@ func code(err error) codes.Code {
 	case errors.Is(err, graveler.ErrInvalidArgument),
 		errors.Is(err, kv.ErrKeyTooLarge), errors.Is(err, kv.ErrValueTooLarge):
 		return codes.InvalidArgument
-	case errors.Is(err, graveler.ErrConflict), errors.Is(err, kv.ErrPredicateFailed),
-		errors.Is(err, graveler.ErrAmbiguous), errors.Is(err, kv.ErrAmbiguous):
+	case errors.Is(err, graveler.ErrConflict), errors.Is(err, kv.ErrPredicateFailed):
 		return codes.Aborted
 	case errors.Is(err, graveler.ErrFailedPrecondition):
 		return codes.FailedPrecondition

@@ -92,6 +92,31 @@ func TestToStatusCodesAndReasons(t *testing.T) {
 	}
 }
 
+// TestUnknownOutcomeWinsOverWhatItWraps: an unknown outcome that carries
+// the error of the read that could not settle it (a commit recorded, then
+// its repository deleted before the read-back) is ABORTED /
+// OUTCOME_UNKNOWN, as its message says, whatever that read failed with:
+// NOT_FOUND or INVALID_ARGUMENT would tell the client not to retry and
+// hide that the write may have applied.
+func TestUnknownOutcomeWinsOverWhatItWraps(t *testing.T) {
+	for _, read := range []error{
+		fmt.Errorf("%w: r1", graveler.ErrRepositoryNotFound),
+		fmt.Errorf("%w: c1", graveler.ErrCommitNotFound),
+		graveler.ErrAlreadyExists,
+		graveler.ErrInvalidArgument,
+		graveler.ErrRepositoryDeleting,
+		kv.ErrValueTooLarge,
+	} {
+		for _, amb := range []error{graveler.ErrAmbiguous, kv.ErrAmbiguous} {
+			err := withResource(fmt.Errorf("%w: recorded as commit c1, but reading it back failed: %w", amb, read), "repository", "repositories/r1")
+			st := ToStatus(err, "rid")
+			if ei := errorInfo(t, st); st.Code() != codes.Aborted || ei.GetReason() != "OUTCOME_UNKNOWN" {
+				t.Errorf("%v: %v / %s, want Aborted / OUTCOME_UNKNOWN", err, st.Code(), ei.GetReason())
+			}
+		}
+	}
+}
+
 func TestToStatusMergeConflictKeys(t *testing.T) {
 	err := &graveler.MergeConflictError{Keys: []graveler.Key{graveler.Key("a/1"), graveler.Key("b\"2")}, Total: 7}
 	st := ToStatus(withResource(fmt.Errorf("merge: %w", err), "branch", "repositories/r/branches/main"), "x")
