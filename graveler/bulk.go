@@ -40,6 +40,11 @@ import (
 // branch unless step 4 has reached the store. ErrNoChanges when the
 // stream's tree is the head's and !params.AllowEmpty.
 func (g *Graveler) CommitSorted(ctx context.Context, repoID RepositoryID, branch BranchID, entries ValueIterator, params CommitParams) (CommitID, error) {
+	// Before the tree is built: a record too large for the store would
+	// fail only after every entry was written.
+	if err := ValidateCommitContent(params.Message, params.Committer, params.Metadata); err != nil {
+		return "", err
+	}
 	repo, err := g.refs.GetRepository(ctx, repoID)
 	if err != nil {
 		return "", err

@@ -53,6 +53,11 @@ func (g *Graveler) Commit(ctx context.Context, repoID RepositoryID, branch Branc
 	if err := ValidateBranchID(branch); err != nil {
 		return "", err
 	}
+	// Before sealing: a record too large for the store would fail only
+	// after the commit had done its work and left its tokens sealed.
+	if err := ValidateCommitContent(params.Message, params.Committer, params.Metadata); err != nil {
+		return "", err
+	}
 	start := time.Now()
 	id, absorbed, err := g.commit(ctx, repo, branch, params)
 	if absorbed && (err == nil || errors.Is(err, ErrNoChanges)) {

@@ -285,6 +285,14 @@ func (g *Graveler) virtualBase(ctx context.Context, repo *RepositoryRecord, amb 
 // mergeCommit writes the two-parent commit of a merge and moves the
 // destination's head, read as b, to it.
 func (g *Graveler) mergeCommit(ctx context.Context, repo *RepositoryRecord, destination BranchID, source Ref, b *Branch, destCommit *Commit, src *ResolvedRef, base *CommitRecord, params MergeParams) (CommitID, error) {
+	if params.Message == "" {
+		params.Message = fmt.Sprintf("Merge '%s' into '%s'", source, destination)
+	}
+	// Before the merged tree is written; a fast-forward, which writes no
+	// record, is not refused for what it would have held.
+	if err := ValidateCommitContent(params.Message, params.Committer, params.Metadata); err != nil {
+		return "", err
+	}
 	mr, _, err := g.committed.Merge(ctx, repo.StorageNamespace, destCommit.MetaRangeID, src.MetaRangeID, base.MetaRangeID, params.Strategy)
 	if errors.Is(err, ErrNoChanges) {
 		// Source's changes are already in the destination's tree: still
@@ -294,14 +302,10 @@ func (g *Graveler) mergeCommit(ctx context.Context, repo *RepositoryRecord, dest
 	if err != nil {
 		return "", err
 	}
-	msg := params.Message
-	if msg == "" {
-		msg = fmt.Sprintf("Merge '%s' into '%s'", source, destination)
-	}
 	id, err := g.refs.AddCommit(ctx, repo, Commit{
 		Version:      CurrentCommitVersion,
 		Committer:    params.Committer,
-		Message:      msg,
+		Message:      params.Message,
 		MetaRangeID:  mr,
 		CreationDate: g.cfg.Now(),
 		Parents:      []CommitID{b.CommitID, src.CommitID},
@@ -415,6 +419,9 @@ func (g *Graveler) Revert(ctx context.Context, repoID RepositoryID, branch Branc
 	if params.Message == "" {
 		params.Message = fmt.Sprintf("Revert %s", c.CommitID)
 	}
+	if err := ValidateCommitContent(params.Message, params.Committer, params.Metadata); err != nil {
+		return "", err
+	}
 	return g.applyCommitDelta(ctx, repo, branch, c.MetaRangeID, parent.MetaRangeID, params, ChangeRevert, "revert of commit "+string(c.CommitID))
 }
 
@@ -427,6 +434,11 @@ func (g *Graveler) CherryPick(ctx context.Context, repoID RepositoryID, branch B
 	}
 	if params.Message == "" {
 		params.Message = c.Message
+	}
+	// After taking the picked commit's message, which with the request's
+	// metadata may be too large together.
+	if err := ValidateCommitContent(params.Message, params.Committer, params.Metadata); err != nil {
+		return "", err
 	}
 	return g.applyCommitDelta(ctx, repo, branch, parent.MetaRangeID, c.MetaRangeID, params, ChangeCherryPick, "cherry-pick of commit "+string(c.CommitID))
 }

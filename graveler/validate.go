@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"path"
 	"strings"
+
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // Name rules. Repository ids become part of a kv partition, so they are the
@@ -26,6 +28,14 @@ const (
 	// MaxCommitMessageLen leaves a commit record (the message, parents,
 	// metarange and metadata) 64 KiB under kv.DefaultLimits' 1 MiB value.
 	MaxCommitMessageLen = 960 << 10
+	// MaxCommitUserBytes bounds the parts of a commit record a client
+	// writes (message, committer, metadata) as the record stores them
+	// (CommitUserBytes). The rest of the record (parents, metarange, date,
+	// generation, versions) takes under 300 bytes, so a commit within it
+	// fits kv.DefaultLimits' 1 MiB value, and one over it, less than 1 KiB
+	// short of not fitting, is refused before anything is written instead
+	// of failing at the store after a commit's work.
+	MaxCommitUserBytes = 1<<20 - 1<<10
 )
 
 var reservedNames = map[string]bool{"HEAD": true, "head": true}
@@ -166,6 +176,48 @@ func ValidateRef(ref Ref) error {
 func ValidateCommitMessage(msg string) error {
 	if len(msg) > MaxCommitMessageLen {
 		return fmt.Errorf("%w: commit message is %d bytes, limit %d", ErrValueTooLarge, len(msg), MaxCommitMessageLen)
+	}
+	return nil
+}
+
+// CommitUserBytes is the size a commit record gives its message, committer
+// and metadata: each non-empty string with its field tag and length, each
+// metadata entry with its key's and value's and its own (protobuf, as
+// ref's codec encodes them).
+func CommitUserBytes(message, committer string, md Metadata) int {
+	n := 0
+	for _, s := range []string{message, committer} {
+		if s != "" {
+			n += protowire.SizeTag(1) + protowire.SizeBytes(len(s))
+		}
+	}
+	return n + metadataBytes(md)
+}
+
+func metadataBytes(md Metadata) int {
+	n := 0
+	for k, v := range md {
+		e := protowire.SizeTag(1) + protowire.SizeBytes(len(k)) + protowire.SizeTag(2) + protowire.SizeBytes(len(v))
+		n += protowire.SizeTag(8) + protowire.SizeBytes(e)
+	}
+	return n
+}
+
+// ValidateCommitContent checks what a client puts in a commit record: the
+// message against MaxCommitMessageLen, and message, committer and metadata
+// together against MaxCommitUserBytes, naming each part's size so that the
+// client knows what to shorten.
+func ValidateCommitContent(message, committer string, md Metadata) error {
+	if err := ValidateCommitMessage(message); err != nil {
+		return err
+	}
+	if n := CommitUserBytes(message, committer, md); n > MaxCommitUserBytes {
+		mdLen := 0
+		for k, v := range md {
+			mdLen += len(k) + len(v)
+		}
+		return fmt.Errorf("%w: commit message (%d bytes), committer (%d bytes) and metadata (%d bytes of keys and values, %d entries) take %d bytes in the commit record, limit %d",
+			ErrValueTooLarge, len(message), len(committer), mdLen, len(md), n, MaxCommitUserBytes)
 	}
 	return nil
 }

@@ -8,76 +8,15 @@ import (
 	"strings"
 	"testing"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 
 	pb "graveler/api/graveler/v1"
 	"graveler/graveler"
-	"graveler/server/daemon/daemontest"
 )
-
-// daemonEnv is a real gravelerd on embedded etcd with repository "input":
-// main has one commit with keys a/1, a/2, b/1; branch dev and tag v1 are
-// at that commit.
-type daemonEnv struct {
-	c    pb.GravelerServiceClient
-	conn *grpc.ClientConn
-}
-
-func startDaemon(t *testing.T) *daemonEnv {
-	t.Helper()
-	srv := daemontest.Start(t, nil)
-	// The client may send what the server's receive limit still takes.
-	conn, err := grpc.NewClient(srv.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	e := &daemonEnv{c: pb.NewGravelerServiceClient(conn), conn: conn}
-	ctx := context.Background()
-	if _, err := e.c.CreateRepository(ctx, &pb.CreateRepositoryRequest{RepositoryId: "input"}); err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range []string{"a/1", "a/2", "b/1"} {
-		e.put(t, "main", k)
-	}
-	if _, err := e.c.Commit(ctx, &pb.CommitRequest{Branch: "repositories/input/branches/main", Options: &pb.CommitOptions{Message: "first"}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.c.CreateBranch(ctx, &pb.CreateBranchRequest{Parent: "repositories/input", BranchId: "dev", SourceRef: "main"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.c.CreateTag(ctx, &pb.CreateTagRequest{Parent: "repositories/input", TagId: "v1", Ref: "main"}); err != nil {
-		t.Fatal(err)
-	}
-	return e
-}
-
-func (e *daemonEnv) put(t *testing.T, branch, key string) {
-	t.Helper()
-	_, err := e.c.PutEntry(context.Background(), &pb.PutEntryRequest{Branch: "repositories/input/branches/" + branch,
-		Entry: &pb.Entry{Key: []byte(key), Value: &pb.Value{Identity: []byte("id-" + key), Data: []byte(key)}}})
-	if err != nil {
-		t.Fatalf("put %s: %v", key, err)
-	}
-}
-
-// statusInfo returns the code, ErrorInfo reason and metadata of err.
-func statusInfo(err error) (codes.Code, string, map[string]string) {
-	st := status.Convert(err)
-	for _, d := range st.Details() {
-		if ei, ok := d.(*errdetails.ErrorInfo); ok {
-			return st.Code(), ei.GetReason(), ei.GetMetadata()
-		}
-	}
-	return st.Code(), "", nil
-}
 
 // recvAll reads a server stream to its end; nil when it ended cleanly.
 func recvAll[T any](s interface{ Recv() (T, error) }, err error) error {
@@ -114,18 +53,18 @@ func TestListEntriesPrefixOverKeyLimit(t *testing.T) {
 			{"3 MiB prefix", huge, nil},
 			{"3 MiB delimiter", nil, huge},
 		} {
-			_, err := e.c.ListEntries(ctx, &pb.ListEntriesRequest{Repository: "repositories/input", Ref: ref, Prefix: c.prefix, Delimiter: c.delimiter})
+			_, err := e.c.ListEntries(ctx, &pb.ListEntriesRequest{Repository: "repositories/repo", Ref: ref, Prefix: c.prefix, Delimiter: c.delimiter})
 			if code, reason, _ := statusInfo(err); code != codes.InvalidArgument || reason != "INVALID_KEY" {
 				t.Errorf("ListEntries at %s with a %s: %v", ref, c.name, err)
 			}
-			err = recvAll(e.c.StreamEntries(ctx, &pb.StreamEntriesRequest{Repository: "repositories/input", Ref: ref, Prefix: c.prefix, Delimiter: c.delimiter}))
+			err = recvAll(e.c.StreamEntries(ctx, &pb.StreamEntriesRequest{Repository: "repositories/repo", Ref: ref, Prefix: c.prefix, Delimiter: c.delimiter}))
 			if code, reason, _ := statusInfo(err); code != codes.InvalidArgument || reason != "INVALID_KEY" {
 				t.Errorf("StreamEntries at %s with a %s: %v", ref, c.name, err)
 			}
 		}
 		// A prefix as long as a key can be is fine.
 		full := bytes.Repeat([]byte("a"), graveler.MaxKeyLen)
-		if _, err := e.c.ListEntries(ctx, &pb.ListEntriesRequest{Repository: "repositories/input", Ref: ref, Prefix: full, Delimiter: full}); err != nil {
+		if _, err := e.c.ListEntries(ctx, &pb.ListEntriesRequest{Repository: "repositories/repo", Ref: ref, Prefix: full, Delimiter: full}); err != nil {
 			t.Errorf("ListEntries at %s with a %d-byte prefix and delimiter: %v", ref, graveler.MaxKeyLen, err)
 		}
 	}
@@ -161,7 +100,8 @@ func TestUndecodableRequestInvalidArgument(t *testing.T) {
 	const svc = "/graveler.v1.GravelerService/"
 	check := func(what string, err error) {
 		t.Helper()
-		code, reason, meta := statusInfo(err)
+		code, reason, _ := statusInfo(err)
+		meta := statusMeta(err)
 		if code != codes.InvalidArgument || reason != "MALFORMED_REQUEST" || meta["requestId"] == "" {
 			t.Errorf("%s: %v (reason %q, metadata %v)", what, err, reason, meta)
 		}
@@ -171,8 +111,8 @@ func TestUndecodableRequestInvalidArgument(t *testing.T) {
 		body   []byte
 	}{
 		{svc + "GetRepository", wireString(1, "repositories/\xff\xfe")},
-		{svc + "GetEntry", append(wireString(1, "repositories/input"), wireString(2, "ma\xffin")...)},
-		{svc + "PutEntry", wireString(1, "repositories/input/branches/\xc3")},
+		{svc + "GetEntry", append(wireString(1, "repositories/repo"), wireString(2, "ma\xffin")...)},
+		{svc + "PutEntry", wireString(1, "repositories/repo/branches/\xc3")},
 		{svc + "GetRepository", []byte{0xff}},
 		{"/grpc.health.v1.Health/Check", wireString(1, "\xff")},
 	} {
@@ -187,7 +127,7 @@ func TestUndecodableRequestInvalidArgument(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	body := append(wireString(1, "repositories/input"), wireString(2, "\xff")...)
+	body := append(wireString(1, "repositories/repo"), wireString(2, "\xff")...)
 	if err := s.SendMsg(&body); err != nil {
 		t.Fatal(err)
 	}
@@ -245,8 +185,9 @@ func TestBatchPutBadEntryNamesIndex(t *testing.T) {
 			es[i] = &pb.Entry{Key: []byte(fmt.Sprint("k", i)), Value: &pb.Value{Identity: []byte("i")}}
 		}
 		c.mutate(es[500])
-		_, err := e.c.BatchPutEntries(ctx, &pb.BatchPutEntriesRequest{Branch: "repositories/input/branches/dev", Entries: es})
-		code, reason, meta := statusInfo(err)
+		_, err := e.c.BatchPutEntries(ctx, &pb.BatchPutEntriesRequest{Branch: "repositories/repo/branches/dev", Entries: es})
+		code, reason, _ := statusInfo(err)
+		meta := statusMeta(err)
 		msg := status.Convert(err).Message()
 		if code != codes.InvalidArgument || reason != c.reason || !strings.Contains(msg, "entry 500") || meta["entryIndex"] != "500" || meta["key"] != c.key {
 			t.Errorf("batch with a bad entry 500 (%s): %v (reason %s, metadata %v)", c.name, err, reason, meta)
@@ -265,7 +206,7 @@ func TestBatchPutBadEntryNamesIndex(t *testing.T) {
 func TestOutOfRangeFieldReasons(t *testing.T) {
 	e := startDaemon(t)
 	ctx := context.Background()
-	const dev = "repositories/input/branches/dev"
+	const dev = "repositories/repo/branches/dev"
 	_, err := e.c.Merge(ctx, &pb.MergeRequest{Destination: dev, SourceRef: "main", Strategy: 7})
 	if code, reason, _ := statusInfo(err); code != codes.InvalidArgument || reason != "INVALID_FIELD" {
 		t.Errorf("Merge strategy 7: %v (reason %q)", err, reason)
@@ -288,8 +229,8 @@ func TestOutOfRangeFieldReasons(t *testing.T) {
 func TestPickNoChangesNamesBranch(t *testing.T) {
 	e := startDaemon(t)
 	ctx := context.Background()
-	const dev = "repositories/input/branches/dev"
-	head, err := e.c.GetBranch(ctx, &pb.GetBranchRequest{Name: "repositories/input/branches/main"})
+	const dev = "repositories/repo/branches/dev"
+	head, err := e.c.GetBranch(ctx, &pb.GetBranchRequest{Name: "repositories/repo/branches/main"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +250,7 @@ func checkNoChanges(t *testing.T, what string, err error, commit string) {
 	t.Helper()
 	msg := status.Convert(err).Message()
 	if _, reason, _ := statusInfo(err); reason != "NO_CHANGES" || !strings.Contains(msg, "branch dev") ||
-		!strings.Contains(msg, "repository input") || !strings.Contains(msg, commit) {
+		!strings.Contains(msg, "repository repo") || !strings.Contains(msg, commit) {
 		t.Errorf("%s with no changes: %v", what, err)
 	}
 }

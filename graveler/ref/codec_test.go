@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"encoding/hex"
 	"errors"
+	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"graveler/graveler"
+	"graveler/kv"
 )
 
 // Records as format version 1 stored them before write_id existed. They
@@ -112,5 +115,57 @@ func TestBranchOverrideTokens(t *testing.T) {
 	b.OverrideTokens = []graveler.StagingToken{"repo.t3"}
 	if err := validateBranch(b); !errors.Is(err, graveler.ErrInvalidArgument) {
 		t.Fatalf("an override token that is the staging token: %v, want ErrInvalidArgument", err)
+	}
+}
+
+// TestCommitUserBytesIsWhatTheRecordStores: graveler.CommitUserBytes, by
+// which commits are refused before any work, counts exactly what the
+// record encodes for message, committer and metadata; and a record at
+// MaxCommitUserBytes with every other field at its largest still fits
+// the store's value limit, so the check refuses no record the store
+// would hold by more than that margin.
+func TestCommitUserBytesIsWhatTheRecordStores(t *testing.T) {
+	for _, c := range []graveler.Commit{
+		{},
+		{Message: "m"},
+		{Committer: strings.Repeat("c", 200), Message: strings.Repeat("m", 20000)},
+		{Metadata: graveler.Metadata{"": "", "k": strings.Repeat("v", 300), strings.Repeat("k", 70000): "v"}},
+	} {
+		data, err := encodeCommit(&c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rest, err := encodeCommit(&graveler.Commit{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := graveler.CommitUserBytes(c.Message, c.Committer, c.Metadata), len(data)-len(rest); got != want {
+			t.Errorf("CommitUserBytes = %d, the record stores %d (message %d, committer %d, %d metadata entries)", got, want, len(c.Message), len(c.Committer), len(c.Metadata))
+		}
+	}
+	msg := strings.Repeat("m", graveler.MaxCommitMessageLen)
+	md := graveler.Metadata{"k": ""}
+	md["k"] = strings.Repeat("v", graveler.MaxCommitUserBytes-graveler.CommitUserBytes(msg, "", md)-4)
+	for graveler.CommitUserBytes(msg, "", md) < graveler.MaxCommitUserBytes {
+		md["k"] += "v"
+	}
+	if n := graveler.CommitUserBytes(msg, "", md); n != graveler.MaxCommitUserBytes {
+		t.Fatalf("could not size the record to the limit: %d", n)
+	}
+	worst := graveler.Commit{
+		Version: math.MaxInt32, Message: msg, Metadata: md, Generation: math.MaxInt64,
+		MetaRangeID:  graveler.MetaRangeID(strings.Repeat("f", 64)),
+		CreationDate: time.Date(9999, 12, 31, 23, 59, 59, 999_000_000, time.UTC),
+		Parents:      []graveler.CommitID{graveler.CommitID(strings.Repeat("a", 64)), graveler.CommitID(strings.Repeat("b", 64))},
+	}
+	if err := graveler.ValidateCommitContent(worst.Message, worst.Committer, worst.Metadata); err != nil {
+		t.Fatalf("a record at the limit: %v", err)
+	}
+	data, err := encodeCommit(&worst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(data) > kv.DefaultLimits.MaxValueSize {
+		t.Errorf("a record at the limit encodes to %d bytes, over the store's %d", len(data), kv.DefaultLimits.MaxValueSize)
 	}
 }

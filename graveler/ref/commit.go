@@ -148,7 +148,7 @@ func (m *Manager) RestoreCommit(ctx context.Context, repo *graveler.RepositoryRe
 
 // addCommit stores c; with want set, only if c hashes to it.
 func (m *Manager) addCommit(ctx context.Context, part []byte, repo graveler.RepositoryID, c graveler.Commit, want graveler.CommitID) (graveler.CommitID, error) {
-	if err := graveler.ValidateCommitMessage(c.Message); err != nil {
+	if err := graveler.ValidateCommitContent(c.Message, c.Committer, c.Metadata); err != nil {
 		return "", err
 	}
 	for _, p := range c.Parents {

@@ -988,10 +988,14 @@ func (x *Difference) GetLeftIdentity() []byte {
 	return nil
 }
 
-// CommitOptions describe a new commit.
+// CommitOptions describe a new commit. message, committer and metadata
+// (with a message left empty, the one the operation makes) together take
+// at most 1 MiB less 1 KiB in the commit record, counting up to 4 bytes of
+// framing for each of them and up to 12 for each metadata entry: more is
+// INVALID_ARGUMENT / VALUE_TOO_LARGE before anything is written.
 type CommitOptions struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// message is the commit message.
+	// message is the commit message, at most 960 KiB.
 	Message string `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
 	// committer is who commits. Empty takes the name (label) of the
 	// caller's bearer token when the server checks tokens.

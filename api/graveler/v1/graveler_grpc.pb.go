@@ -68,11 +68,14 @@ const (
 // Limits (requests over them are INVALID_ARGUMENT): value data 512 KiB,
 // value identity 256 bytes, key 1 KiB, repository id 3 to 63 of [a-z0-9-],
 // branch and tag ids 256 bytes, ref expressions 512 bytes, commit message
-// 960 KiB, 1000 entries per BatchPutEntries. A request message over the
-// server's receive limit (4 MiB by default) is RESOURCE_EXHAUSTED with no
-// ErrorInfo: split it rather than retry it. A request message that cannot
-// be decoded (a string field that is not valid UTF-8) is INVALID_ARGUMENT
-// (MALFORMED_REQUEST).
+// 960 KiB, a commit's message, committer and metadata together 1 MiB less
+// 1 KiB as the commit record stores them (each part adds up to 4 bytes of
+// framing, each metadata entry up to 12: VALUE_TOO_LARGE, naming each
+// part's size), 1000 entries per BatchPutEntries. A request message over
+// the server's receive limit (4 MiB by default) is RESOURCE_EXHAUSTED with
+// no ErrorInfo: split it rather than retry it. A request message that
+// cannot be decoded (a string field that is not valid UTF-8) is
+// INVALID_ARGUMENT (MALFORMED_REQUEST).
 //
 // Resource names follow AIP-122:
 //
@@ -651,11 +654,14 @@ func (c *gravelerServiceClient) GetServerVersion(ctx context.Context, in *GetSer
 // Limits (requests over them are INVALID_ARGUMENT): value data 512 KiB,
 // value identity 256 bytes, key 1 KiB, repository id 3 to 63 of [a-z0-9-],
 // branch and tag ids 256 bytes, ref expressions 512 bytes, commit message
-// 960 KiB, 1000 entries per BatchPutEntries. A request message over the
-// server's receive limit (4 MiB by default) is RESOURCE_EXHAUSTED with no
-// ErrorInfo: split it rather than retry it. A request message that cannot
-// be decoded (a string field that is not valid UTF-8) is INVALID_ARGUMENT
-// (MALFORMED_REQUEST).
+// 960 KiB, a commit's message, committer and metadata together 1 MiB less
+// 1 KiB as the commit record stores them (each part adds up to 4 bytes of
+// framing, each metadata entry up to 12: VALUE_TOO_LARGE, naming each
+// part's size), 1000 entries per BatchPutEntries. A request message over
+// the server's receive limit (4 MiB by default) is RESOURCE_EXHAUSTED with
+// no ErrorInfo: split it rather than retry it. A request message that
+// cannot be decoded (a string field that is not valid UTF-8) is
+// INVALID_ARGUMENT (MALFORMED_REQUEST).
 //
 // Resource names follow AIP-122:
 //
