@@ -125,6 +125,16 @@ func ValidateCommitID(id CommitID) error {
 	return nil
 }
 
+// ValidateMetaRangeID: empty (the empty tree) or a lower-case hex SHA-256,
+// the only ids the committed store can read: a commit holding another
+// would fail every later read of its tree as if the reader had erred.
+func ValidateMetaRangeID(id MetaRangeID) error {
+	if id != "" && (len(id) != 64 || !lowerHex(string(id))) {
+		return fmt.Errorf("%w: meta_range_id %s must be empty or 64 lower-case hex digits", ErrInvalidArgument, Echo(id))
+	}
+	return nil
+}
+
 // ValidateKey: 1..MaxKeyLen bytes, any bytes.
 func ValidateKey(k Key) error {
 	if len(k) == 0 {

@@ -133,7 +133,9 @@ func (m *Manager) AddCommit(ctx context.Context, repo *graveler.RepositoryRecord
 // hash to; a commit that does not is refused before anything is stored, so
 // that a refused record leaves a bare repository bare. A commit without a
 // creation date is refused too: AddCommit would date it now, and no id
-// computed at restore could match the dump's.
+// computed at restore could match the dump's. So is one whose metarange
+// id the committed store could not read: a dump is input, and the ids the
+// service writes itself are always valid.
 func (m *Manager) RestoreCommit(ctx context.Context, repo *graveler.RepositoryRecord, id graveler.CommitID, commit graveler.Commit) error {
 	part, err := repoPartition(repo)
 	if err != nil {
@@ -141,6 +143,9 @@ func (m *Manager) RestoreCommit(ctx context.Context, repo *graveler.RepositoryRe
 	}
 	if commit.CreationDate.IsZero() {
 		return fmt.Errorf("%w: commit %s has no create_time", graveler.ErrInvalidArgument, id)
+	}
+	if err := graveler.ValidateMetaRangeID(commit.MetaRangeID); err != nil {
+		return fmt.Errorf("commit %s: %w", id, err)
 	}
 	_, err = m.addCommit(ctx, part, repo.RepositoryID, commit, id)
 	return err
