@@ -539,9 +539,67 @@ func (g *Graveler) dumpCommits(ctx context.Context, repo *RepositoryRecord, last
 	return h, nil
 }
 
+// restoreRecentIDs bounds the ids of restored commits a restore remembers
+// (twice this at most: about 100 bytes each).
+var restoreRecentIDs = 1 << 15
+
+// recentIDs remembers the ids added last, at least n and at most 2n of
+// them, in two generations that take turns.
+type recentIDs struct {
+	n          int
+	cur, older map[CommitID]struct{}
+}
+
+func newRecentIDs(n int) *recentIDs {
+	return &recentIDs{n: n, cur: make(map[CommitID]struct{})}
+}
+
+func (r *recentIDs) add(id CommitID) {
+	if len(r.cur) >= r.n {
+		r.older, r.cur = r.cur, make(map[CommitID]struct{}, r.n)
+	}
+	r.cur[id] = struct{}{}
+}
+
+func (r *recentIDs) has(id CommitID) bool {
+	if _, ok := r.cur[id]; ok {
+		return true
+	}
+	_, ok := r.older[id]
+	return ok
+}
+
+// restoredParents checks that every parent of c was restored or is in the
+// repository. A dump lists commits by generation, so a parent is nearly
+// always among the commits restored last, which restored remembers: a
+// valid dump costs no read for it, and only a parent further back (a wide
+// history) or missing is read from the store, through the commit cache.
+func (g *Graveler) restoredParents(ctx context.Context, repo *RepositoryRecord, c *CommitRecord, restored *recentIDs) error {
+	for _, p := range c.Parents {
+		if restored.has(p) {
+			continue
+		}
+		if err := ValidateCommitID(p); err != nil {
+			return fmt.Errorf("commit %s: parent: %w", c.CommitID, err)
+		}
+		_, err := g.refs.GetCommit(ctx, repo, p)
+		if errors.Is(err, ErrCommitNotFound) {
+			return fmt.Errorf("%w: commit %s: its parent %s is neither earlier in the dump nor in the repository (a dump lists parents first: this one was cut short or altered)", ErrInvalidArgument, c.CommitID, p)
+		}
+		if err != nil {
+			return fmt.Errorf("commit %s: parent: %w", c.CommitID, err)
+		}
+	}
+	return nil
+}
+
 // RestoreRefs loads a dump into a bare repository (no branch, no commit).
 // Commits keep their ids and creation dates, which are checked before a
-// commit is stored; branches get fresh, empty staging tokens. Every commit comes before the first branch or tag, as
+// commit is stored; branches get fresh, empty staging tokens. A commit
+// whose parent is neither earlier in the dump nor in the repository is
+// refused (ErrInvalidArgument): DumpRefs writes parents first, so the dump
+// was cut or altered, and history restored on it would end in a commit
+// no client asked for. Every commit comes before the first branch or tag, as
 // DumpRefs writes them (ErrInvalidArgument otherwise): the collector
 // leaves a namespace alone only while its repository has no branch, and
 // from the first branch on it keeps what the commits stored so far
@@ -567,6 +625,7 @@ func (g *Graveler) RestoreRefs(ctx context.Context, repoID RepositoryID, records
 	}
 	n := 0
 	refsStarted := false
+	restored := newRecentIDs(restoreRecentIDs)
 	for r, err := range records {
 		if err != nil {
 			return err
@@ -578,9 +637,13 @@ func (g *Graveler) RestoreRefs(ctx context.Context, repoID RepositoryID, records
 		case r.Commit != nil && r.Commit.Commit != nil && refsStarted:
 			return fmt.Errorf("%w: restore record %d: commit %s after a branch or tag (every commit comes first, as a dump writes them)", ErrInvalidArgument, n, r.Commit.CommitID)
 		case r.Commit != nil && r.Commit.Commit != nil:
+			if err := g.restoredParents(ctx, repo, r.Commit, restored); err != nil {
+				return fmt.Errorf("restore record %d: %w", n, err)
+			}
 			if err := g.refs.RestoreCommit(ctx, repo, r.Commit.CommitID, *r.Commit.Commit); err != nil {
 				return fmt.Errorf("restore record %d: %w", n, err)
 			}
+			restored.add(r.Commit.CommitID)
 		case r.Branch != nil && r.Branch.Branch != nil:
 			if _, err := g.refs.GetCommit(ctx, repo, r.Branch.CommitID); err != nil {
 				return fmt.Errorf("restore record %d (branch %s): %w", n, r.Branch.BranchID, err)

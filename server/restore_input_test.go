@@ -79,3 +79,36 @@ func TestRestoreRefusesUnreadableMetaRangeID(t *testing.T) {
 		t.Errorf("restore of a commit of the empty tree: %v", err)
 	}
 }
+
+// TestRestoreRefusesCommitWithMissingParent: a dump lists parents before
+// children, so a commit whose parent is neither earlier in the dump nor in
+// the repository means the dump was cut short or altered. The restore
+// refuses that record with INVALID_ARGUMENT naming the commit and the
+// missing parent, and stores nothing of it; accepted, Log and main~1 of a
+// branch on it answered NOT_FOUND for a commit the client never sent.
+func TestRestoreRefusesCommitWithMissingParent(t *testing.T) {
+	e := startDaemon(t)
+	missing := strings.Repeat("ab", 32)
+	orphan := commitRecord(graveler.Commit{Version: 1, Message: "orphan", CreationDate: time.Now().UTC().Truncate(time.Millisecond),
+		Generation: 7, Parents: []graveler.CommitID{graveler.CommitID(missing)}})
+	err := restoreInto(t, e, "orphan", orphan, mainRecord("orphan", orphan.GetCommit().GetId()))
+	if code, _, msg := statusInfo(err); code != codes.InvalidArgument || !strings.Contains(msg, orphan.GetCommit().GetId()) || !strings.Contains(msg, missing) {
+		_, lerr := e.c.Log(context.Background(), &pb.LogRequest{Repository: "repositories/orphan", Ref: "main"})
+		t.Errorf("restore of a commit whose parent is missing: %v; Log then answers %v", err, lerr)
+	}
+	list, err := e.c.ListCommits(context.Background(), &pb.ListCommitsRequest{Parent: "repositories/orphan"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(list.GetCommits()); n != 0 {
+		t.Errorf("the refused record left %d commits", n)
+	}
+	// The parent first, as a dump has it: restored.
+	when := time.Now().UTC().Truncate(time.Millisecond)
+	root := commitRecord(graveler.Commit{Version: 1, Message: "root", CreationDate: when, Generation: 1})
+	child := commitRecord(graveler.Commit{Version: 1, Message: "child", CreationDate: when, Generation: 2,
+		Parents: []graveler.CommitID{graveler.CommitID(root.GetCommit().GetId())}})
+	if err := restoreInto(t, e, "chain", root, child, mainRecord("chain", child.GetCommit().GetId())); err != nil {
+		t.Errorf("restore of a root and its child: %v", err)
+	}
+}
