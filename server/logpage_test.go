@@ -7,9 +7,12 @@ import (
 	"io"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
 
 	pb "graveler/api/graveler/v1"
 	"graveler/etcdkv/etcdkvtest"
@@ -186,4 +189,41 @@ func firstDiffString(a, b []string) int {
 		}
 	}
 	return min(len(a), len(b))
+}
+
+// TestLogTokenNamingUnknownCommitsIsInvalid: the commits a Log page token
+// resumes from existed when it was issued and commits are never removed,
+// so a token naming one the repository does not have (forged, or issued
+// before the repository was deleted and created again) is INVALID_ARGUMENT
+// / INVALID_PAGE_TOKEN, in every cursor form, not NOT_FOUND for a commit
+// the client never sent. A token naming commits that exist still resumes.
+func TestLogTokenNamingUnknownCommitsIsInvalid(t *testing.T) {
+	f := newLogFixture(t)
+	root := f.add(t, "root")
+	head := f.add(t, "head", root)
+	unknown := graveler.CommitID(strings.Repeat("cd", 32))
+	p := pager{key: defaultPageTokenKey}
+	for name, c := range map[string]struct {
+		firstParent bool
+		cur         logCursor
+	}{
+		"frontier":               {cur: logCursor{skip: 1, start: head, pending: []graveler.CommitID{unknown}}},
+		"frontier, first parent": {firstParent: true, cur: logCursor{skip: 1, start: head, pending: []graveler.CommitID{unknown}}},
+		"skip":                   {cur: logCursor{skip: 1, start: unknown, last: unknown}},
+		"skip, first parent":     {firstParent: true, cur: logCursor{skip: 1, start: unknown, last: unknown}},
+		"frontier, one of two":   {cur: logCursor{skip: 1, start: head, pending: []graveler.CommitID{root, unknown}}},
+	} {
+		req := &pb.LogRequest{Repository: "repositories/logs", Ref: string(head), FirstParent: c.firstParent, PageSize: 1}
+		req.PageToken = p.encode("Log", req, c.cur.encode())
+		_, err := f.h.client.Log(t.Context(), req)
+		if code, reason := codeAndReason(t, err); code != codes.InvalidArgument || reason != "INVALID_PAGE_TOKEN" {
+			t.Errorf("%s token naming an unknown commit: %v", name, err)
+		}
+	}
+	req := &pb.LogRequest{Repository: "repositories/logs", Ref: string(head), PageSize: 1}
+	req.PageToken = p.encode("Log", req, logCursor{skip: 1, start: head, pending: []graveler.CommitID{root}}.encode())
+	r, err := f.h.client.Log(t.Context(), req)
+	if err != nil || len(r.GetCommits()) != 1 || r.GetCommits()[0].GetId() != string(root) {
+		t.Errorf("a token naming the root: %v, %v", r, err)
+	}
 }

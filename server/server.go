@@ -514,6 +514,15 @@ func (s *Server) Log(ctx context.Context, req *pb.LogRequest) (*pb.LogResponse, 
 	more, size := false, 0
 	for c, err := range seq {
 		if err != nil {
+			if raw != nil && seen == 0 && (errors.Is(err, graveler.ErrCommitNotFound) || errors.Is(err, graveler.ErrRefNotFound)) {
+				// Before the first commit, a walk reads only the commits
+				// the token names, which existed when it was issued, and
+				// commits are never removed: the token outlived its
+				// repository (deleted and created again under the name)
+				// or was forged. A NOT_FOUND would name a commit the
+				// client never sent and tell it to fix the name.
+				return nil, res(fmt.Errorf("%w: it names commits the repository does not have (was it deleted and created again?): start the listing again (%v)", ErrInvalidPageToken, err))
+			}
 			return nil, res(err)
 		}
 		seen++

@@ -2911,7 +2911,10 @@ type LogRequest struct {
 	Since *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=since,proto3" json:"since,omitempty"`
 	// page_size is the most results to return (0: default).
 	PageSize int32 `protobuf:"varint,5,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
-	// page_token is a previous response's next_page_token.
+	// page_token is a previous response's next_page_token. One that names
+	// commits the repository does not have (issued before the repository
+	// was deleted and created again under its name) is INVALID_ARGUMENT /
+	// INVALID_PAGE_TOKEN: start the listing again.
 	PageToken     string `protobuf:"bytes,6,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
