@@ -90,20 +90,35 @@ func wantRecords(t *testing.T, got, want []graveler.ValueRecord) {
 	}
 }
 
+// listWith lists tree id through m, reading ahead (as List does) or one
+// range at a time.
+func listWith(t *testing.T, m *Manager, ns graveler.StorageNamespace, id graveler.MetaRangeID, ahead bool) []graveler.ValueRecord {
+	t.Helper()
+	ctx := context.Background()
+	if ahead {
+		it, err := m.List(ctx, ns, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return collect(t, it)
+	}
+	root, err := m.loadRoot(ctx, ns, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return collect(t, &listIter{c: newCursor(ctx, m, ns, id, root), pending: true})
+}
+
 // TestListReadsAhead: a listing reads runs of adjacent ranges in one read
 // each, every range exactly once, the runs doubling from readAheadStart
 // to readAheadRanges; without read-ahead it reads one range per read.
 func TestListReadsAhead(t *testing.T) {
-	ctx := context.Background()
 	store, ns, id, recs, ranges := readAheadTree(t)
 
 	m := NewManager(store, tinyConfig)
-	it, err := m.List(ctx, ns, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantRecords(t, collect(t, it), recs)
-	reads := rangeReads(ranges, store.reset())
+	wantRecords(t, listWith(t, m, ns, id, true), recs)
+	spans := store.reset()
+	reads := rangeReads(ranges, spans)
 	// Each range read ahead is cached in memory of its own: one holding
 	// the whole run would keep it alive after the others were evicted,
 	// beyond what the cache counts.
@@ -119,13 +134,7 @@ func TestListReadsAhead(t *testing.T) {
 			}
 		}
 	}
-	seen := make([]int, len(ranges))
-	for _, r := range reads {
-		for _, i := range r {
-			seen[i]++
-		}
-	}
-	for i, n := range seen {
+	for i, n := range readsPerRange(ranges, spans) {
 		if n != 1 {
 			t.Fatalf("range %d read %d times, want once", i, n)
 		}
@@ -143,11 +152,7 @@ func TestListReadsAhead(t *testing.T) {
 	}
 
 	m = NewManager(store, tinyConfig)
-	root, err := m.loadRoot(ctx, ns, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantRecords(t, collect(t, &listIter{c: newCursor(ctx, m, ns, id, root), pending: true}), recs)
+	wantRecords(t, listWith(t, m, ns, id, false), recs)
 	if reads := rangeReads(ranges, store.reset()); len(reads) != len(ranges) {
 		t.Errorf("without read-ahead: %d reads for %d ranges", len(reads), len(ranges))
 	}
@@ -183,11 +188,7 @@ func TestListReadAheadAfterSeek(t *testing.T) {
 func TestListReadAheadSkipsCached(t *testing.T) {
 	ctx := context.Background()
 	store, ns, id, recs, ranges := readAheadTree(t)
-	it, err := NewManager(store, tinyConfig).List(ctx, ns, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantRecords(t, collect(t, it), recs)
+	wantRecords(t, listWith(t, NewManager(store, tinyConfig), ns, id, true), recs)
 	var cached int
 	for _, r := range rangeReads(ranges, store.reset()) {
 		if len(r) >= 8 {
@@ -203,10 +204,7 @@ func TestListReadAheadSkipsCached(t *testing.T) {
 		t.Fatal(err)
 	}
 	store.reset()
-	if it, err = m.List(ctx, ns, id); err != nil {
-		t.Fatal(err)
-	}
-	wantRecords(t, collect(t, it), recs)
+	wantRecords(t, listWith(t, m, ns, id, true), recs)
 	for _, r := range rangeReads(ranges, store.reset()) {
 		if slices.Contains(r, cached) {
 			t.Fatalf("a read of ranges %v; range %d was cached", r, cached)
@@ -221,11 +219,7 @@ func TestListReadAheadSkipsCached(t *testing.T) {
 func TestListReadAheadDamagedRange(t *testing.T) {
 	ctx := context.Background()
 	store, ns, id, recs, ranges := readAheadTree(t)
-	it, err := NewManager(store, tinyConfig).List(ctx, ns, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantRecords(t, collect(t, it), recs)
+	wantRecords(t, listWith(t, NewManager(store, tinyConfig), ns, id, true), recs)
 	run := rangeReads(ranges, store.reset())[1]
 	if len(run) < 3 {
 		t.Fatalf("second run %v, want at least 3 ranges", run)
@@ -233,7 +227,8 @@ func TestListReadAheadDamagedRange(t *testing.T) {
 	bad := run[1]
 	storedFlip(t, store, ns, ranges[bad], 1)
 	m := NewManager(store, tinyConfig)
-	if it, err = m.List(ctx, ns, id); err != nil {
+	it, err := m.List(ctx, ns, id)
+	if err != nil {
 		t.Fatal(err)
 	}
 	var got []graveler.ValueRecord
@@ -322,7 +317,6 @@ func TestReadAheadWaiterReadsItself(t *testing.T) {
 // TestReadAheadBounds: a run stays within readAheadBytes (ranges of one
 // large record each here).
 func TestReadAheadBounds(t *testing.T) {
-	ctx := context.Background()
 	inner := NewBucketStore(BucketConfig{})
 	t.Cleanup(func() { inner.Close() })
 	store := &spanStore{BlobStore: inner}
@@ -336,11 +330,7 @@ func TestReadAheadBounds(t *testing.T) {
 	cfg.MaxRangeSize = 0
 	id := write(t, NewManager(store, cfg), ns, recs)
 	store.reset()
-	it, err := NewManager(store, cfg).List(ctx, ns, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantRecords(t, collect(t, it), recs)
+	wantRecords(t, listWith(t, NewManager(store, cfg), ns, id, true), recs)
 	spans := store.reset()
 	longest := int64(0)
 	for _, sp := range spans {
@@ -422,11 +412,7 @@ func TestListReadAheadSmallRangeCache(t *testing.T) {
 		}
 	}
 
-	it, err := NewManager(store, cfg).List(ctx, ns, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantRecords(t, collect(t, it), recs)
+	wantRecords(t, listWith(t, NewManager(store, cfg), ns, id, true), recs)
 	seen := readsPerRange(ranges, store.reset())
 	var extra, worst int
 	for _, n := range seen {
@@ -548,60 +534,33 @@ func TestListReadAheadDiskCacheSlices(t *testing.T) {
 		inner.reset()
 		// Control: a listing one range at a time reads nothing behind.
 		plain := NewManager(cached, tinyConfig)
-		root, err := plain.loadRoot(ctx, ns, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		wantRecords(t, collect(t, &listIter{c: newCursor(ctx, plain, ns, id, root), pending: true}), recs)
+		wantRecords(t, listWith(t, plain, ns, id, false), recs)
 		if n := innerRangeReads(ranges, inner); n > 0 {
 			t.Fatalf("control: %d reads behind the disk cache", n)
 		}
-		it, err := NewManager(cached, tinyConfig).List(ctx, ns, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		wantRecords(t, collect(t, it), recs)
+		wantRecords(t, listWith(t, NewManager(cached, tinyConfig), ns, id, true), recs)
 		if n := innerRangeReads(ranges, inner); n > 0 {
 			t.Fatalf("a listing read %d slices of ranges from the store behind the disk cache; every range was on disk", n)
 		}
 	})
-	t.Run("control: a listing one range at a time then gets", func(t *testing.T) {
-		inner, cached, ns, id, recs, ranges := setup(t)
-		plain := NewManager(cached, tinyConfig)
-		root, err := plain.loadRoot(ctx, ns, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		wantRecords(t, collect(t, &listIter{c: newCursor(ctx, plain, ns, id, root), pending: true}), recs)
-		inner.reset()
-		cold := NewManager(cached, tinyConfig)
-		for _, d := range ranges {
-			if _, err := cold.Get(ctx, ns, id, d.MinKey); err != nil {
-				t.Fatal(err)
+	// A listing, one range at a time (the control) or reading ahead, then
+	// a Get of every range through a Manager whose memory is cold.
+	for _, ahead := range []bool{false, true} {
+		t.Run(fmt.Sprintf("a listing (ahead=%v) then gets", ahead), func(t *testing.T) {
+			inner, cached, ns, id, recs, ranges := setup(t)
+			wantRecords(t, listWith(t, NewManager(cached, tinyConfig), ns, id, ahead), recs)
+			inner.reset()
+			cold := NewManager(cached, tinyConfig)
+			for _, d := range ranges {
+				if _, err := cold.Get(ctx, ns, id, d.MinKey); err != nil {
+					t.Fatal(err)
+				}
 			}
-		}
-		if n := innerRangeReads(ranges, inner); n > 0 {
-			t.Fatalf("control: %d reads behind the disk cache", n)
-		}
-	})
-	t.Run("a listing then gets", func(t *testing.T) {
-		inner, cached, ns, id, recs, ranges := setup(t)
-		it, err := NewManager(cached, tinyConfig).List(ctx, ns, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		wantRecords(t, collect(t, it), recs)
-		inner.reset()
-		cold := NewManager(cached, tinyConfig)
-		for _, d := range ranges {
-			if _, err := cold.Get(ctx, ns, id, d.MinKey); err != nil {
-				t.Fatal(err)
+			if n := innerRangeReads(ranges, inner); n > 0 {
+				t.Fatalf("Gets read %d of %d ranges from the store behind the disk cache; a listing had read them all", n, len(ranges))
 			}
-		}
-		if n := innerRangeReads(ranges, inner); n > 0 {
-			t.Fatalf("Gets read %d of %d ranges from the store behind the disk cache; a listing had read them all", n, len(ranges))
-		}
-	})
+		})
+	}
 }
 
 // TestListReadAheadSeveralPacks: a tree whose ranges sit in several packs
@@ -631,11 +590,7 @@ func TestListReadAheadSeveralPacks(t *testing.T) {
 		t.Fatalf("ranges in %d packs", len(packs))
 	}
 	store.reset()
-	it, err := NewManager(store, tinyConfig).List(ctx, ns, next)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantRecords(t, collect(t, it), want)
+	wantRecords(t, listWith(t, NewManager(store, tinyConfig), ns, next, true), want)
 	spans := store.reset()
 	for i, n := range readsPerRange(ranges, spans) {
 		if n != 1 {
