@@ -102,6 +102,23 @@ func envOr(name, def string) string {
 	return def
 }
 
+// envValue is the value of the environment variable name read with parse,
+// else def when it is not set. A value parse refuses is recorded in errs
+// under flag, the matching flag, as a usage error naming the variable, the
+// value and what is allowed (want), and def is returned.
+func envValue[T any](errs map[string]error, flag, name string, def T, parse func(string) (T, error), want string) T {
+	v, ok := os.LookupEnv(name)
+	if !ok {
+		return def
+	}
+	x, err := parse(v)
+	if err != nil {
+		errs[flag] = usagef("invalid value %q for %s (--%s): %v; want %s", v, name, flag, err, want)
+		return def
+	}
+	return x
+}
+
 // Main runs gravelerctl with args and returns the exit code.
 func Main(ctx context.Context, args []string, s Streams) int {
 	a := &app{streams: s}
@@ -186,10 +203,13 @@ func (a *app) root() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usagef("%v", err) })
-	timeout, _ := time.ParseDuration(envOr("GRAVELER_TIMEOUT", "30s"))
-	connectTimeout, _ := time.ParseDuration(envOr("GRAVELER_CONNECT_TIMEOUT", "5s"))
-	maxRequest, _ := strconv.Atoi(envOr("GRAVELER_MAX_REQUEST_SIZE", strconv.Itoa(client.DefaultMaxRequestSize)))
-	insecure, _ := strconv.ParseBool(envOr("GRAVELER_INSECURE", "false"))
+	// A variable the matching flag would refuse is refused as the flag is
+	// (below, unless the flag is given), not read as 0 or false.
+	envErrs := map[string]error{}
+	timeout := envValue(envErrs, "timeout", "GRAVELER_TIMEOUT", 30*time.Second, time.ParseDuration, "a duration with a unit, e.g. 30s or 2m")
+	connectTimeout := envValue(envErrs, "connect-timeout", "GRAVELER_CONNECT_TIMEOUT", 5*time.Second, time.ParseDuration, "a duration with a unit, e.g. 5s")
+	maxRequest := envValue(envErrs, "max-request-size", "GRAVELER_MAX_REQUEST_SIZE", client.DefaultMaxRequestSize, strconv.Atoi, "a whole number of bytes, e.g. 4194304")
+	insecure := envValue(envErrs, "insecure", "GRAVELER_INSECURE", false, strconv.ParseBool, "true or false")
 	f := root.PersistentFlags()
 	f.StringVar(&a.server, "server", envOr("GRAVELER_SERVER", "127.0.0.1:7070"), "server address host:port [GRAVELER_SERVER]")
 	f.StringVar(&a.token, "token", envOr("GRAVELER_TOKEN", ""), "bearer token [GRAVELER_TOKEN]")
@@ -204,6 +224,11 @@ func (a *app) root() *cobra.Command {
 	f.StringVarP(&a.output, "output", "o", "human", "output format: human or json")
 	f.BoolVar(&a.progress, "progress", isTerminal(a.streams.Err), "show progress on stderr for long operations")
 	root.PersistentPreRunE = func(c *cobra.Command, args []string) error {
+		for _, name := range []string{"timeout", "connect-timeout", "max-request-size", "insecure"} {
+			if err := envErrs[name]; err != nil && !f.Changed(name) {
+				return err
+			}
+		}
 		if a.output != "human" && a.output != "json" {
 			return usagef("--output must be human or json, not %q", a.output)
 		}

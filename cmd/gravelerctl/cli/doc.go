@@ -44,8 +44,9 @@
 //	0 ok
 //	1 any other error (INTERNAL, UNKNOWN, CANCELED, local I/O)
 //	2 usage error: the command line is wrong (an unknown or missing command
-//	  or subcommand, arguments, flags, a commit without -m, an empty
-//	  delete-prefix without --all)
+//	  or subcommand, arguments, flags or the GRAVELER_* variables that
+//	  stand for them, a commit without -m, an empty delete-prefix without
+//	  --all)
 //	3 NOT_FOUND
 //	4 ALREADY_EXISTS
 //	5 ABORTED (concurrent update, branch head moved: re-read and retry)

@@ -1,0 +1,38 @@
+package cli_test
+
+import (
+	"strings"
+	"testing"
+
+	"graveler/cmd/gravelerctl/cli"
+)
+
+// refused is an address that refuses at once: a usage check must come first.
+var refused = []string{"--server", "127.0.0.1:1"}
+
+// A connection variable whose value the matching flag refuses is refused
+// too (exit 2, naming the variable and the value), not read as 0 or false:
+// GRAVELER_TIMEOUT=30 and GRAVELER_CONNECT_TIMEOUT=5 (no unit) would turn
+// both bounds off, so a server that accepts and never answers would hang
+// the command for ever; GRAVELER_MAX_REQUEST_SIZE=4MiB would turn the size
+// check off; GRAVELER_INSECURE=yes would be plaintext.
+func TestBadConnectionEnvIsUsageError(t *testing.T) {
+	for _, tc := range []struct{ name, value string }{
+		{"GRAVELER_TIMEOUT", "30"},
+		{"GRAVELER_TIMEOUT", "abc"},
+		{"GRAVELER_CONNECT_TIMEOUT", "5"},
+		{"GRAVELER_MAX_REQUEST_SIZE", "4MiB"},
+		{"GRAVELER_INSECURE", "yes"},
+	} {
+		t.Run(tc.name+"="+tc.value, func(t *testing.T) {
+			t.Setenv(tc.name, tc.value)
+			errOut := ctl{t: t, base: refused}.fails(cli.ExitUsage, "repo", "list")
+			if !strings.Contains(errOut, tc.name) || !strings.Contains(errOut, tc.value) {
+				t.Errorf("stderr does not name %s and %q: %s", tc.name, tc.value, errOut)
+			}
+		})
+	}
+	// The flag, given, overrides the variable.
+	t.Setenv("GRAVELER_TIMEOUT", "30")
+	ctl{t: t, base: append([]string{"--timeout", "1s"}, refused...)}.fails(cli.ExitUnavailable, "repo", "list")
+}
