@@ -119,6 +119,19 @@ func envValue[T any](errs map[string]error, flag, name string, def T, parse func
 	return x
 }
 
+// flagSource names where the value of flag name came from: --name when
+// it is given, else its GRAVELER_* variable.
+func flagSource(f *pflag.FlagSet, name string) string {
+	if f.Changed(name) {
+		return "--" + name
+	}
+	env := "GRAVELER_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+	if v, ok := os.LookupEnv(env); ok {
+		return fmt.Sprintf("%s=%q (--%s)", env, v, name)
+	}
+	return "--" + name
+}
+
 // Main runs gravelerctl with args and returns the exit code.
 func Main(ctx context.Context, args []string, s Streams) int {
 	a := &app{streams: s}
@@ -218,7 +231,7 @@ func (a *app) root() *cobra.Command {
 	f.StringVar(&a.tlsCert, "tls-cert", envOr("GRAVELER_TLS_CERT", ""), "client certificate file for mTLS [GRAVELER_TLS_CERT]")
 	f.StringVar(&a.tlsKey, "tls-key", envOr("GRAVELER_TLS_KEY", ""), "client key file for mTLS [GRAVELER_TLS_KEY]")
 	f.BoolVar(&a.insecure, "insecure", insecure, "TLS without verifying the server certificate [GRAVELER_INSECURE]")
-	f.DurationVar(&a.timeout, "timeout", timeout, "per-call timeout [GRAVELER_TIMEOUT]")
+	f.DurationVar(&a.timeout, "timeout", timeout, "per-call timeout (0: none) [GRAVELER_TIMEOUT]")
 	f.DurationVar(&a.connectTimeout, "connect-timeout", connectTimeout, "bound on connecting to a server that does not answer (0: none); a refused connection fails at once [GRAVELER_CONNECT_TIMEOUT]")
 	f.IntVar(&a.maxRequest, "max-request-size", maxRequest, "largest request message in bytes the server accepts (gravelerd's default: 4 MiB); larger requests are refused before sending, put-bulk sizes its batches under it (0: unchecked) [GRAVELER_MAX_REQUEST_SIZE]")
 	f.StringVarP(&a.output, "output", "o", "human", "output format: human or json")
@@ -227,6 +240,15 @@ func (a *app) root() *cobra.Command {
 		for _, name := range []string{"timeout", "connect-timeout", "max-request-size", "insecure"} {
 			if err := envErrs[name]; err != nil && !f.Changed(name) {
 				return err
+			}
+		}
+		// Only 0 means no bound; a negative bound is a mistake.
+		for _, b := range []struct {
+			name     string
+			negative bool
+		}{{"timeout", a.timeout < 0}, {"connect-timeout", a.connectTimeout < 0}, {"max-request-size", a.maxRequest < 0}} {
+			if b.negative {
+				return usagef("%s must not be negative (0: no bound)", flagSource(f, b.name))
 			}
 		}
 		if a.output != "human" && a.output != "json" {

@@ -36,3 +36,27 @@ func TestBadConnectionEnvIsUsageError(t *testing.T) {
 	t.Setenv("GRAVELER_TIMEOUT", "30")
 	ctl{t: t, base: append([]string{"--timeout", "1s"}, refused...)}.fails(cli.ExitUnavailable, "repo", "list")
 }
+
+// A negative --timeout, --connect-timeout or --max-request-size (or its
+// variable) is a usage error naming it: only 0 means "no bound", and a
+// negative value must not silently mean it too.
+func TestNegativeBoundIsUsageError(t *testing.T) {
+	for _, flag := range []string{"timeout", "connect-timeout", "max-request-size"} {
+		value := "-1s"
+		if flag == "max-request-size" {
+			value = "-1"
+		}
+		t.Run(flag, func(t *testing.T) {
+			errOut := ctl{t: t, base: append([]string{"--" + flag + "=" + value}, refused...)}.fails(cli.ExitUsage, "repo", "list")
+			if !strings.Contains(errOut, "--"+flag) {
+				t.Errorf("stderr does not name --%s: %s", flag, errOut)
+			}
+			name := "GRAVELER_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+			t.Setenv(name, value)
+			errOut = ctl{t: t, base: refused}.fails(cli.ExitUsage, "repo", "list")
+			if !strings.Contains(errOut, name) {
+				t.Errorf("stderr does not name %s: %s", name, errOut)
+			}
+		})
+	}
+}
