@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/user"
 	"strconv"
@@ -132,6 +133,38 @@ func flagSource(f *pflag.FlagSet, name string) string {
 	return "--" + name
 }
 
+// checkServer refuses a --server that is no address, which would fail
+// every dial as if the server were down: host:port with a port from 1 to
+// 65535, unix:PATH, or dns:[//AUTHORITY]/host:port.
+func checkServer(server string) error {
+	const want = "want host:port (no scheme) with a port from 1 to 65535, unix:PATH or dns:///host:port"
+	target := server
+	if path, ok := strings.CutPrefix(server, "unix:"); ok {
+		if strings.Trim(path, "/") == "" {
+			return fmt.Errorf("%q has no socket path; %s", server, want)
+		}
+		return nil
+	}
+	if rest, ok := strings.CutPrefix(server, "dns:"); ok {
+		target = rest
+		if authority, ok := strings.CutPrefix(rest, "//"); ok {
+			_, endpoint, found := strings.Cut(authority, "/")
+			if !found {
+				return fmt.Errorf("%q: %s", server, want)
+			}
+			target = endpoint
+		}
+	}
+	host, port, err := net.SplitHostPort(target)
+	if err != nil || host == "" {
+		return fmt.Errorf("%q: %s", server, want)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("%q: port %q; %s", server, port, want)
+	}
+	return nil
+}
+
 // Main runs gravelerctl with args and returns the exit code.
 func Main(ctx context.Context, args []string, s Streams) int {
 	a := &app{streams: s}
@@ -224,7 +257,7 @@ func (a *app) root() *cobra.Command {
 	maxRequest := envValue(envErrs, "max-request-size", "GRAVELER_MAX_REQUEST_SIZE", client.DefaultMaxRequestSize, strconv.Atoi, "a whole number of bytes, e.g. 4194304")
 	insecure := envValue(envErrs, "insecure", "GRAVELER_INSECURE", false, strconv.ParseBool, "true or false")
 	f := root.PersistentFlags()
-	f.StringVar(&a.server, "server", envOr("GRAVELER_SERVER", "127.0.0.1:7070"), "server address host:port [GRAVELER_SERVER]")
+	f.StringVar(&a.server, "server", envOr("GRAVELER_SERVER", "127.0.0.1:7070"), "server address host:port, unix:PATH or dns:///host:port [GRAVELER_SERVER]")
 	f.StringVar(&a.token, "token", envOr("GRAVELER_TOKEN", ""), "bearer token [GRAVELER_TOKEN]")
 	f.BoolVar(&a.useTLS, "tls", false, "use TLS with the system roots")
 	f.StringVar(&a.tlsCA, "tls-ca", envOr("GRAVELER_TLS_CA", ""), "CA certificate file; implies --tls [GRAVELER_TLS_CA]")
@@ -241,6 +274,9 @@ func (a *app) root() *cobra.Command {
 			if err := envErrs[name]; err != nil && !f.Changed(name) {
 				return err
 			}
+		}
+		if err := checkServer(a.server); err != nil {
+			return usagef("%s: %v", flagSource(f, "server"), err)
 		}
 		// Only 0 means no bound; a negative bound is a mistake.
 		for _, b := range []struct {

@@ -60,3 +60,33 @@ func TestNegativeBoundIsUsageError(t *testing.T) {
 		})
 	}
 }
+
+// A --server (or GRAVELER_SERVER) that is no address is a usage error
+// naming it (exit 2), not "unavailable, retry later" (exit 7), which a
+// retrying script would retry for ever. The forms that are addresses,
+// host:port and gRPC's unix: and dns: targets, still reach the dial.
+func TestMalformedServerIsUsageError(t *testing.T) {
+	for _, server := range []string{
+		"http://127.0.0.1:17080", "127.0.0.1:99999", "127.0.0.1:0", "127.0.0.1", "127.0.0.1:", ":7070",
+		"127.0.0.1:http", "", "unix:", "dns:///", "dns:///127.0.0.1:99999",
+	} {
+		t.Run(server, func(t *testing.T) {
+			errOut := ctl{t: t, base: []string{"--server", server}}.fails(cli.ExitUsage, "repo", "list")
+			if !strings.Contains(errOut, "--server") {
+				t.Errorf("stderr does not name --server: %s", errOut)
+			}
+		})
+	}
+	t.Run("GRAVELER_SERVER", func(t *testing.T) {
+		t.Setenv("GRAVELER_SERVER", "http://127.0.0.1:17080")
+		errOut := ctl{t: t}.fails(cli.ExitUsage, "repo", "list")
+		if !strings.Contains(errOut, "GRAVELER_SERVER") {
+			t.Errorf("stderr does not name GRAVELER_SERVER: %s", errOut)
+		}
+	})
+	for _, server := range []string{"127.0.0.1:1", "[::1]:1", "localhost:1", "dns:///127.0.0.1:1", "unix:" + t.TempDir() + "/none.sock"} {
+		t.Run(server, func(t *testing.T) {
+			ctl{t: t, base: []string{"--server", server}}.fails(cli.ExitUnavailable, "repo", "list")
+		})
+	}
+}

@@ -4,7 +4,7 @@
 //
 // Connection flags and their environment variables:
 //
-//	--server           GRAVELER_SERVER            host:port (default 127.0.0.1:7070)
+//	--server           GRAVELER_SERVER            host:port (default 127.0.0.1:7070), unix:PATH or dns:///host:port
 //	--token            GRAVELER_TOKEN             bearer token
 //	--tls                                         use TLS with the system roots
 //	--tls-ca           GRAVELER_TLS_CA            CA file (implies TLS)
