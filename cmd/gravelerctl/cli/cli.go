@@ -261,8 +261,8 @@ func (a *app) root() *cobra.Command {
 	f.StringVar(&a.token, "token", envOr("GRAVELER_TOKEN", ""), "bearer token [GRAVELER_TOKEN]")
 	f.BoolVar(&a.useTLS, "tls", false, "use TLS with the system roots")
 	f.StringVar(&a.tlsCA, "tls-ca", envOr("GRAVELER_TLS_CA", ""), "CA certificate file; implies --tls [GRAVELER_TLS_CA]")
-	f.StringVar(&a.tlsCert, "tls-cert", envOr("GRAVELER_TLS_CERT", ""), "client certificate file for mTLS [GRAVELER_TLS_CERT]")
-	f.StringVar(&a.tlsKey, "tls-key", envOr("GRAVELER_TLS_KEY", ""), "client key file for mTLS [GRAVELER_TLS_KEY]")
+	f.StringVar(&a.tlsCert, "tls-cert", envOr("GRAVELER_TLS_CERT", ""), "client certificate file for mTLS; needs --tls-key [GRAVELER_TLS_CERT]")
+	f.StringVar(&a.tlsKey, "tls-key", envOr("GRAVELER_TLS_KEY", ""), "client key file for mTLS; needs --tls-cert [GRAVELER_TLS_KEY]")
 	f.BoolVar(&a.insecure, "insecure", insecure, "TLS without verifying the server certificate [GRAVELER_INSECURE]")
 	f.DurationVar(&a.timeout, "timeout", timeout, "per-call timeout (0: none) [GRAVELER_TIMEOUT]")
 	f.DurationVar(&a.connectTimeout, "connect-timeout", connectTimeout, "bound on connecting to a server that does not answer (0: none); a refused connection fails at once [GRAVELER_CONNECT_TIMEOUT]")
@@ -277,6 +277,13 @@ func (a *app) root() *cobra.Command {
 		}
 		if err := checkServer(a.server); err != nil {
 			return usagef("%s: %v", flagSource(f, "server"), err)
+		}
+		// A client certificate needs its key and the key its certificate.
+		if a.tlsCert != "" && a.tlsKey == "" {
+			return usagef("%s needs --tls-key [GRAVELER_TLS_KEY], the client key", flagSource(f, "tls-cert"))
+		}
+		if a.tlsKey != "" && a.tlsCert == "" {
+			return usagef("%s needs --tls-cert [GRAVELER_TLS_CERT], the client certificate", flagSource(f, "tls-key"))
 		}
 		// Only 0 means no bound; a negative bound is a mistake.
 		for _, b := range []struct {

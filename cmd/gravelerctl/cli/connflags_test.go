@@ -90,3 +90,22 @@ func TestMalformedServerIsUsageError(t *testing.T) {
 		})
 	}
 }
+
+// --tls-cert without --tls-key, or the reverse (flags or variables), is a
+// usage error naming the missing one (exit 2), not a failure to open an
+// empty file name (exit 1).
+func TestHalfClientCertificateIsUsageError(t *testing.T) {
+	for given, missing := range map[string]string{"--tls-cert": "--tls-key", "--tls-key": "--tls-cert"} {
+		t.Run(given, func(t *testing.T) {
+			errOut := ctl{t: t, base: append([]string{given, "/nonexistent/file.pem"}, refused...)}.fails(cli.ExitUsage, "repo", "list")
+			if !strings.Contains(errOut, missing) {
+				t.Errorf("stderr does not name %s: %s", missing, errOut)
+			}
+		})
+	}
+	t.Setenv("GRAVELER_TLS_CERT", "/nonexistent/cert.pem")
+	errOut := ctl{t: t, base: refused}.fails(cli.ExitUsage, "repo", "list")
+	if !strings.Contains(errOut, "--tls-key") {
+		t.Errorf("stderr does not name --tls-key: %s", errOut)
+	}
+}

@@ -8,8 +8,8 @@
 //	--token            GRAVELER_TOKEN             bearer token
 //	--tls                                         use TLS with the system roots
 //	--tls-ca           GRAVELER_TLS_CA            CA file (implies TLS)
-//	--tls-cert         GRAVELER_TLS_CERT          client certificate (mTLS)
-//	--tls-key          GRAVELER_TLS_KEY           client key (mTLS)
+//	--tls-cert         GRAVELER_TLS_CERT          client certificate (mTLS), with --tls-key
+//	--tls-key          GRAVELER_TLS_KEY           client key (mTLS), with --tls-cert
 //	--insecure         GRAVELER_INSECURE          TLS without verifying the server certificate
 //	--timeout          GRAVELER_TIMEOUT           per-call timeout (default 30s)
 //	--connect-timeout  GRAVELER_CONNECT_TIMEOUT   bound on connecting (default 5s)
