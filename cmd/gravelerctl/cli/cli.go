@@ -94,6 +94,8 @@ type app struct {
 	output         string
 	progress       bool
 	cl             *client.Client
+	// checkConnection refuses connection settings that are wrong (usage).
+	checkConnection func() error
 }
 
 func envOr(name, def string) string {
@@ -269,7 +271,9 @@ func (a *app) root() *cobra.Command {
 	f.IntVar(&a.maxRequest, "max-request-size", maxRequest, "largest request message in bytes the server accepts (gravelerd's default: 4 MiB); larger requests are refused before sending, put-bulk sizes its batches under it (0: unchecked) [GRAVELER_MAX_REQUEST_SIZE]")
 	f.StringVarP(&a.output, "output", "o", "human", "output format: human or json")
 	f.BoolVar(&a.progress, "progress", isTerminal(a.streams.Err), "show progress on stderr for long operations")
-	root.PersistentPreRunE = func(c *cobra.Command, args []string) error {
+	// The connection settings are checked when connecting (see connect),
+	// so that version prints the client's version in any case.
+	a.checkConnection = func() error {
 		for _, name := range []string{"timeout", "connect-timeout", "max-request-size", "insecure"} {
 			if err := envErrs[name]; err != nil && !f.Changed(name) {
 				return err
@@ -294,6 +298,9 @@ func (a *app) root() *cobra.Command {
 				return usagef("%s must not be negative (0: no bound)", flagSource(f, b.name))
 			}
 		}
+		return nil
+	}
+	root.PersistentPreRunE = func(c *cobra.Command, args []string) error {
 		if a.output != "human" && a.output != "json" {
 			return usagef("--output must be human or json, not %q", a.output)
 		}
@@ -349,6 +356,9 @@ func isTerminal(w io.Writer) bool {
 func (a *app) connect(ctx context.Context) (*client.Client, error) {
 	if a.cl != nil {
 		return a.cl, nil
+	}
+	if err := a.checkConnection(); err != nil {
+		return nil, err
 	}
 	opts := []client.Option{client.WithTimeout(a.timeout), client.WithMaxRequestSize(a.maxRequest)}
 	if a.token != "" {

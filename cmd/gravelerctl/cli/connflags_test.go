@@ -109,3 +109,13 @@ func TestHalfClientCertificateIsUsageError(t *testing.T) {
 		t.Errorf("stderr does not name --tls-key: %s", errOut)
 	}
 }
+
+// The connection settings are checked when connecting, so version, which
+// prints the client's version also without a server, prints it with a
+// refused setting too, and then fails with the usage error.
+func TestVersionWithBadConnectionSettingPrintsClient(t *testing.T) {
+	code, out, errOut := ctl{t: t, base: []string{"--server", "http://127.0.0.1:17080"}}.run("", "version")
+	if code != cli.ExitUsage || !strings.Contains(out, "client: ") || !strings.Contains(errOut, "--server") {
+		t.Fatalf("exit %d, want 2 after the client's version\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+}
