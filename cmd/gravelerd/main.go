@@ -55,7 +55,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (daemon.
 	fs.BoolVar(&version, "version", false, "print the version and exit")
 	fs.StringVar(&c.ListenAddr, "listen", daemon.DefaultListenAddr, "gRPC listen address")
 	fs.StringVar(&c.DataDir, "data-dir", daemon.DefaultDataDir, "data directory (embedded etcd, file blob store, range cache)")
-	fs.StringVar(&endpoints, "etcd-endpoints", "", "comma-separated etcd endpoints (empty: embedded etcd under the data dir)")
+	fs.StringVar(&endpoints, "etcd-endpoints", "", "comma-separated etcd endpoints (empty: embedded etcd under the data dir; a list of blanks is refused)")
 	fs.StringVar(&c.Etcd.CAFile, "etcd-ca", "", "etcd CA certificate file")
 	fs.StringVar(&c.Etcd.CertFile, "etcd-cert", "", "etcd client certificate file")
 	fs.StringVar(&c.Etcd.KeyFile, "etcd-key", "", "etcd client key file")
@@ -104,7 +104,10 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (daemon.
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	c.Etcd.Endpoints = flagenv.Endpoints(endpoints)
+	var err error
+	if c.Etcd.Endpoints, err = flagenv.EtcdEndpoints(endpoints); err != nil {
+		return c, err
+	}
 	c.Etcd.DialTimeout = dialTimeout
 	c.RangeCacheSize = cacheSize
 	c.ShutdownTimeout = shutdown

@@ -177,3 +177,27 @@ func TestRunBadConfigMessage(t *testing.T) {
 		t.Fatalf("unknown flag: exit %d, stderr %q", rc, errOut.String())
 	}
 }
+
+// TestParseRefusesBlankEtcdEndpoints: an etcd endpoint list given on the
+// command line or in GRAVELER_ETCD_ENDPOINTS that holds only blanks or
+// commas is an operator's mistake (a mis-templated ConfigMap), not a
+// request for the embedded etcd: parse refuses it, naming the flag, so
+// that a replica never starts a private etcd under its data dir.
+func TestParseRefusesBlankEtcdEndpoints(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+	}{
+		{"flag comma", []string{"--etcd-endpoints=,"}, nil},
+		{"flag space", []string{"--etcd-endpoints= "}, nil},
+		{"env space", nil, map[string]string{"GRAVELER_ETCD_ENDPOINTS": " "}},
+	} {
+		c, err := parse(tc.args, func(k string) string { return tc.env[k] }, io.Discard)
+		if err == nil {
+			t.Errorf("%s: accepted; endpoints %q: gravelerd would run an embedded etcd", tc.name, c.Etcd.Endpoints)
+		} else if !strings.Contains(err.Error(), "--etcd-endpoints") {
+			t.Errorf("%s: error %q does not name --etcd-endpoints", tc.name, err)
+		}
+	}
+}

@@ -54,6 +54,18 @@ func Endpoints(list string) []string {
 	return out
 }
 
+// EtcdEndpoints reads the value of --etcd-endpoints (or of its variable,
+// GRAVELER_ETCD_ENDPOINTS). An empty value gives no endpoints and no error;
+// a value that names no endpoint (" ", ",") is refused, naming the flag:
+// it is a mistake, as a mis-templated variable, not a request for none.
+func EtcdEndpoints(list string) ([]string, error) {
+	out := Endpoints(list)
+	if list != "" && len(out) == 0 {
+		return nil, fmt.Errorf("--etcd-endpoints (or %s) %q names no endpoint", Name("etcd-endpoints"), list)
+	}
+	return out, nil
+}
+
 // EtcdFlags registers the connection flags the cleaner and gravelerfsck
 // share on fs, writing into cfg (--etcd-endpoints, --etcd-prefix, TLS,
 // user and password). Call the function it returns after Parse: it sets
@@ -68,7 +80,10 @@ func EtcdFlags(fs *flag.FlagSet, cfg *etcdkv.Config) func() error {
 	fs.StringVar(&cfg.Username, "etcd-username", "", "etcd username")
 	fs.StringVar(&cfg.Password, "etcd-password", "", "etcd password (prefer the environment variable)")
 	return func() error {
-		cfg.Endpoints = Endpoints(endpoints)
+		var err error
+		if cfg.Endpoints, err = EtcdEndpoints(endpoints); err != nil {
+			return err
+		}
 		switch {
 		case len(cfg.Endpoints) == 0:
 			return errors.New("--etcd-endpoints is required")

@@ -40,3 +40,16 @@ func TestEndpoints(t *testing.T) {
 		t.Fatalf("%q", got)
 	}
 }
+
+// TestEtcdEndpointsRefusesBlankList: an empty value gives no endpoints,
+// but a value that names none (blanks, commas) is an error naming the flag.
+func TestEtcdEndpointsRefusesBlankList(t *testing.T) {
+	if got, err := EtcdEndpoints(""); got != nil || err != nil {
+		t.Fatalf("empty: %q, %v", got, err)
+	}
+	for _, v := range []string{" ", ",", " , "} {
+		if got, err := EtcdEndpoints(v); err == nil || !strings.Contains(err.Error(), "--etcd-endpoints") {
+			t.Errorf("%q: %q, %v", v, got, err)
+		}
+	}
+}
