@@ -264,7 +264,7 @@ func reach(ctx context.Context, cli *clientv3.Client, key string, d time.Duratio
 		case <-rctx.Done():
 			msg := status.Convert(last).Message()
 			if strings.Contains(msg, "handshake") {
-				msg += " (a TLS mismatch? an https:// endpoint or --etcd-ca/--etcd-cert/--etcd-key need TLS on the server, an http:// endpoint talks plaintext)"
+				msg += " (a TLS mismatch? an https:// endpoint or --etcd-ca/--etcd-cert/--etcd-key need TLS on the server, an endpoint without a scheme and no TLS flags talks plaintext)"
 			}
 			return fmt.Errorf("no answer within --etcd-dial-timeout=%v: %s", d, msg)
 		case <-time.After(100 * time.Millisecond):

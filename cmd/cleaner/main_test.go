@@ -265,3 +265,14 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// TestTLSWithPlaintextEndpointIsBadFlag: --etcd-ca (or a client
+// certificate) with an http:// endpoint would be silently plaintext, so it
+// is a bad flag (exit 2) naming the flag, before etcd is dialled.
+func TestTLSWithPlaintextEndpointIsBadFlag(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := run(t.Context(), []string{"--once", "--etcd-endpoints=http://127.0.0.1:1", "--etcd-ca=ca.crt"}, noEnv, &out, &errOut)
+	if code != exitUsage || !strings.Contains(errOut.String(), "--etcd-ca") {
+		t.Fatalf("exit %d (want %d naming --etcd-ca); stderr: %s", code, exitUsage, errOut.String())
+	}
+}

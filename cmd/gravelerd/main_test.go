@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -199,5 +201,35 @@ func TestParseRefusesBlankEtcdEndpoints(t *testing.T) {
 		} else if !strings.Contains(err.Error(), "--etcd-endpoints") {
 			t.Errorf("%s: error %q does not name --etcd-endpoints", tc.name, err)
 		}
+	}
+}
+
+// TestParseRefusesEtcdTLSWithPlaintextEndpoint: etcd TLS files with an
+// http:// endpoint would be silently ignored by the etcd client (it talks
+// plaintext to http://), so parse refuses the pair, naming the flags; an
+// https:// endpoint without TLS files is accepted (system roots).
+func TestParseRefusesEtcdTLSWithPlaintextEndpoint(t *testing.T) {
+	env := func(string) string { return "" }
+	// Files that exist, so that only the endpoint's scheme is at fault.
+	dir := t.TempDir()
+	file := func(name string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("pem"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	ca, cert, key := file("ca.crt"), file("c.crt"), file("c.key")
+	for _, args := range [][]string{
+		{"--etcd-endpoints=http://etcd:2379", "--etcd-ca=" + ca},
+		{"--etcd-endpoints=https://a:2379,http://b:2379", "--etcd-cert=" + cert, "--etcd-key=" + key},
+	} {
+		_, err := parse(args, env, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "--etcd-") || !strings.Contains(err.Error(), "http://") {
+			t.Errorf("%v: %v, want an error naming the TLS flags and the http:// endpoint", args, err)
+		}
+	}
+	if _, err := parse([]string{"--etcd-endpoints=https://etcd:2379"}, env, io.Discard); err != nil {
+		t.Errorf("https:// without TLS files: %v", err)
 	}
 }

@@ -66,6 +66,30 @@ func EtcdEndpoints(list string) ([]string, error) {
 	return out, nil
 }
 
+// EtcdTLS checks that etcd TLS files (--etcd-ca, --etcd-cert, --etcd-key)
+// go with endpoints that use TLS: the etcd client talks plaintext to an
+// http:// endpoint whatever the files say, so the pair is refused, naming
+// the flags given and the endpoint. An https:// endpoint without the files
+// is fine (the client verifies the server against the system's roots), and
+// so is one without a scheme (the files decide).
+func EtcdTLS(endpoints []string, caFile, certFile, keyFile string) error {
+	var given []string
+	for _, f := range []struct{ name, path string }{{"--etcd-ca", caFile}, {"--etcd-cert", certFile}, {"--etcd-key", keyFile}} {
+		if f.path != "" {
+			given = append(given, f.name)
+		}
+	}
+	if len(given) == 0 {
+		return nil
+	}
+	for _, e := range endpoints {
+		if strings.HasPrefix(strings.ToLower(e), "http://") {
+			return fmt.Errorf("%s given with the plaintext etcd endpoint %q in --etcd-endpoints: the etcd client would not use TLS for it (use https://)", strings.Join(given, ", "), e)
+		}
+	}
+	return nil
+}
+
 // EtcdFlags registers the connection flags the cleaner and gravelerfsck
 // share on fs, writing into cfg (--etcd-endpoints, --etcd-prefix, TLS,
 // user and password). Call the function it returns after Parse: it sets
@@ -82,6 +106,9 @@ func EtcdFlags(fs *flag.FlagSet, cfg *etcdkv.Config) func() error {
 	return func() error {
 		var err error
 		if cfg.Endpoints, err = EtcdEndpoints(endpoints); err != nil {
+			return err
+		}
+		if err := EtcdTLS(cfg.Endpoints, cfg.TLS.CAFile, cfg.TLS.CertFile, cfg.TLS.KeyFile); err != nil {
 			return err
 		}
 		switch {

@@ -53,3 +53,21 @@ func TestEtcdEndpointsRefusesBlankList(t *testing.T) {
 		}
 	}
 }
+
+// TestEtcdTLSRefusesPlaintextEndpoint: TLS files with an http:// endpoint
+// are refused naming the flags given; https:// or no scheme with them, and
+// any endpoint without them, are accepted.
+func TestEtcdTLSRefusesPlaintextEndpoint(t *testing.T) {
+	err := EtcdTLS([]string{"https://a:1", "HTTP://b:2"}, "ca", "", "")
+	if err == nil || !strings.Contains(err.Error(), "--etcd-ca") || strings.Contains(err.Error(), "--etcd-cert") {
+		t.Fatalf("ca with http://: %v", err)
+	}
+	for _, tc := range []struct {
+		endpoints []string
+		ca        string
+	}{{[]string{"https://a:1", "b:2"}, "ca"}, {[]string{"http://a:1"}, ""}, {[]string{"https://a:1"}, ""}} {
+		if err := EtcdTLS(tc.endpoints, tc.ca, "", ""); err != nil {
+			t.Errorf("%v ca %q: %v", tc.endpoints, tc.ca, err)
+		}
+	}
+}
