@@ -276,3 +276,13 @@ func TestTLSWithPlaintextEndpointIsBadFlag(t *testing.T) {
 		t.Fatalf("exit %d (want %d naming --etcd-ca); stderr: %s", code, exitUsage, errOut.String())
 	}
 }
+
+// TestRootEtcdPrefixIsBadFlag: --etcd-prefix=/ is a bad flag (exit 2)
+// naming the flag and "/", not a failure after etcd is dialled (exit 1).
+func TestRootEtcdPrefixIsBadFlag(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := run(t.Context(), []string{"--once", "--etcd-endpoints=http://127.0.0.1:1", "--etcd-dial-timeout=200ms", "--etcd-prefix=/"}, noEnv, &out, &errOut)
+	if code != exitUsage || !strings.Contains(errOut.String(), `--etcd-prefix "/"`) {
+		t.Fatalf("exit %d (want %d naming --etcd-prefix \"/\"); stderr: %s", code, exitUsage, errOut.String())
+	}
+}

@@ -108,6 +108,11 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (daemon.
 	if c.Etcd.Endpoints, err = flagenv.EtcdEndpoints(endpoints); err != nil {
 		return c, err
 	}
+	if c.Etcd.Prefix != "" { // empty: the default
+		if err := flagenv.EtcdPrefix(c.Etcd.Prefix); err != nil {
+			return c, err
+		}
+	}
 	if err := flagenv.EtcdTLS(c.Etcd.Endpoints, c.Etcd.CAFile, c.Etcd.CertFile, c.Etcd.KeyFile); err != nil {
 		return c, err
 	}

@@ -233,3 +233,16 @@ func TestParseRefusesEtcdTLSWithPlaintextEndpoint(t *testing.T) {
 		t.Errorf("https:// without TLS files: %v", err)
 	}
 }
+
+// TestParseRefusesRootEtcdPrefix: --etcd-prefix=/ (or only slashes) is no
+// prefix the store can use; parse refuses it, naming the flag and the
+// value, rather than the daemon failing later with exit 1 and a message
+// that shows the prefix as "".
+func TestParseRefusesRootEtcdPrefix(t *testing.T) {
+	for _, p := range []string{"/", "//"} {
+		_, err := parse([]string{"--etcd-prefix=" + p}, func(string) string { return "" }, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "--etcd-prefix") || !strings.Contains(err.Error(), `"`+p+`"`) {
+			t.Errorf("--etcd-prefix=%s: %v, want an error naming the flag and the value", p, err)
+		}
+	}
+}

@@ -66,6 +66,16 @@ func EtcdEndpoints(list string) ([]string, error) {
 	return out, nil
 }
 
+// EtcdPrefix checks the value of --etcd-prefix: it must start with '/' and
+// name more than slashes, since the store drops trailing slashes and etcd's
+// root ("/") is no prefix of its own.
+func EtcdPrefix(prefix string) error {
+	if !strings.HasPrefix(prefix, "/") || strings.TrimRight(prefix, "/") == "" {
+		return fmt.Errorf("--etcd-prefix %q must start with '/' and name more than '/' (as the default, %q)", prefix, etcdkv.DefaultPrefix)
+	}
+	return nil
+}
+
 // EtcdTLS checks that etcd TLS files (--etcd-ca, --etcd-cert, --etcd-key)
 // go with endpoints that use TLS: the etcd client talks plaintext to an
 // http:// endpoint whatever the files say, so the pair is refused, naming
@@ -114,8 +124,8 @@ func EtcdFlags(fs *flag.FlagSet, cfg *etcdkv.Config) func() error {
 		switch {
 		case len(cfg.Endpoints) == 0:
 			return errors.New("--etcd-endpoints is required")
-		case !strings.HasPrefix(cfg.Prefix, "/"):
-			return fmt.Errorf("--etcd-prefix %q must start with '/'", cfg.Prefix)
+		case EtcdPrefix(cfg.Prefix) != nil:
+			return EtcdPrefix(cfg.Prefix)
 		case (cfg.TLS.CertFile == "") != (cfg.TLS.KeyFile == ""):
 			return errors.New("--etcd-cert and --etcd-key must be given together")
 		case (cfg.Username == "") != (cfg.Password == ""):

@@ -71,3 +71,17 @@ func TestEtcdTLSRefusesPlaintextEndpoint(t *testing.T) {
 		}
 	}
 }
+
+// TestEtcdPrefix: a prefix starts with '/' and names more than slashes.
+func TestEtcdPrefix(t *testing.T) {
+	for _, p := range []string{"/graveler", "/a/"} {
+		if err := EtcdPrefix(p); err != nil {
+			t.Errorf("%q: %v", p, err)
+		}
+	}
+	for _, p := range []string{"", "/", "//", "graveler"} {
+		if err := EtcdPrefix(p); err == nil || !strings.Contains(err.Error(), "--etcd-prefix") {
+			t.Errorf("%q: %v", p, err)
+		}
+	}
+}
