@@ -45,7 +45,7 @@ func TestHelpListsFlags(t *testing.T) {
 
 func TestEtcdRequestFlags(t *testing.T) {
 	env := map[string]string{"GRAVELER_ETCD_REQUEST_TIMEOUT": "750ms"}
-	c, err := parse([]string{"--etcd-endpoints=x", "--etcd-keepalive-time=20s"}, func(k string) string { return env[k] }, &bytes.Buffer{})
+	c, err := parse([]string{"--etcd-endpoints=x:2379", "--etcd-keepalive-time=20s"}, func(k string) string { return env[k] }, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,14 +59,14 @@ func TestBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"--no-such-flag"},
 		{"--once"}, // no endpoints
-		{"--once", "--etcd-endpoints=x", "--max-keys=many"},
-		{"--once", "--etcd-endpoints=x", "--timeout=-1s"},
-		{"--once", "--etcd-endpoints=x", "--etcd-prefix=graveler"},
-		{"--once", "--etcd-endpoints=x", "--etcd-cert=c"},
-		{"--once", "--etcd-endpoints=x", "extra"},
-		{"--once", "--etcd-endpoints=x", "--gc", "--gc-grace=0s"},
-		{"--once", "--etcd-endpoints=x", "--gc-interval=-1m"},
-		{"--once", "--etcd-endpoints=x", "--gc-delete-rate=-5"},
+		{"--once", "--etcd-endpoints=x:2379", "--max-keys=many"},
+		{"--once", "--etcd-endpoints=x:2379", "--timeout=-1s"},
+		{"--once", "--etcd-endpoints=x:2379", "--etcd-prefix=graveler"},
+		{"--once", "--etcd-endpoints=x:2379", "--etcd-cert=c"},
+		{"--once", "--etcd-endpoints=x:2379", "extra"},
+		{"--once", "--etcd-endpoints=x:2379", "--gc", "--gc-grace=0s"},
+		{"--once", "--etcd-endpoints=x:2379", "--gc-interval=-1m"},
+		{"--once", "--etcd-endpoints=x:2379", "--gc-delete-rate=-5"},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(t.Context(), args, noEnv, &out, &errOut); code != 2 {
@@ -284,5 +284,17 @@ func TestRootEtcdPrefixIsBadFlag(t *testing.T) {
 	code := run(t.Context(), []string{"--once", "--etcd-endpoints=http://127.0.0.1:1", "--etcd-dial-timeout=200ms", "--etcd-prefix=/"}, noEnv, &out, &errOut)
 	if code != exitUsage || !strings.Contains(errOut.String(), `--etcd-prefix "/"`) {
 		t.Fatalf("exit %d (want %d naming --etcd-prefix \"/\"); stderr: %s", code, exitUsage, errOut.String())
+	}
+}
+
+// TestMalformedEndpointIsBadFlag: an endpoint without a port or with an
+// unknown scheme is a bad flag (exit 2) naming --etcd-endpoints.
+func TestMalformedEndpointIsBadFlag(t *testing.T) {
+	for _, e := range []string{"localhost", "ftp://127.0.0.1:1"} {
+		var out, errOut bytes.Buffer
+		code := run(t.Context(), []string{"--once", "--etcd-dial-timeout=200ms", "--etcd-endpoints=" + e}, noEnv, &out, &errOut)
+		if code != exitUsage || !strings.Contains(errOut.String(), "--etcd-endpoints") {
+			t.Errorf("%s: exit %d (want %d naming --etcd-endpoints); stderr: %s", e, code, exitUsage, errOut.String())
+		}
 	}
 }

@@ -9,10 +9,17 @@
 //
 //	0  shut down by SIGINT/SIGTERM once in-flight calls drained (and
 //	   after --help or --version);
-//	1  it could not start (etcd unreachable, the data directory in use
-//	   by another process, a listen address or TLS file refused) or
-//	   serving failed; the error is the last line on stderr;
-//	2  bad flags or an invalid configuration (every problem is listed).
+//	1  it could not start (the embedded etcd failed, the data directory
+//	   in use by another process, a listen address or TLS file refused)
+//	   or serving failed; the error is the last line on stderr;
+//	2  bad flags or an invalid configuration (every problem is listed),
+//	   among them an --etcd-endpoints value that names no endpoint or a
+//	   malformed one (no port, a scheme other than http, https, unix or
+//	   unixs).
+//
+// An external etcd that is well named but does not answer does not end
+// it: gravelerd listens, its health service reports NOT_SERVING and calls
+// that need etcd fail until etcd answers, then it serves.
 package main
 
 import (

@@ -246,3 +246,19 @@ func TestParseRefusesRootEtcdPrefix(t *testing.T) {
 		}
 	}
 }
+
+// TestParseRefusesMalformedEtcdEndpoint: an endpoint the etcd client
+// cannot dial as written (no port, an unknown scheme) is a bad flag naming
+// --etcd-endpoints, not a daemon that starts and serves NOT_SERVING for
+// ever; a well-formed endpoint is left to the dial.
+func TestParseRefusesMalformedEtcdEndpoint(t *testing.T) {
+	env := func(string) string { return "" }
+	for _, e := range []string{"localhost", "ftp://127.0.0.1:1"} {
+		if _, err := parse([]string{"--etcd-endpoints=" + e}, env, io.Discard); err == nil || !strings.Contains(err.Error(), "--etcd-endpoints") {
+			t.Errorf("%s: %v, want an error naming --etcd-endpoints", e, err)
+		}
+	}
+	if _, err := parse([]string{"--etcd-endpoints=http://127.0.0.1:1"}, env, io.Discard); err != nil {
+		t.Errorf("well-formed endpoint: %v", err)
+	}
+}

@@ -9,6 +9,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
+	"net/url"
+	"strconv"
 	"strings"
 
 	"graveler/etcdkv"
@@ -63,7 +66,53 @@ func EtcdEndpoints(list string) ([]string, error) {
 	if list != "" && len(out) == 0 {
 		return nil, fmt.Errorf("--etcd-endpoints (or %s) %q names no endpoint", Name("etcd-endpoints"), list)
 	}
+	for _, e := range out {
+		if err := checkEndpoint(e); err != nil {
+			return nil, fmt.Errorf("--etcd-endpoints (or %s): endpoint %q: %v", Name("etcd-endpoints"), e, err)
+		}
+	}
 	return out, nil
+}
+
+// checkEndpoint checks the shape of one etcd endpoint, as the etcd client
+// reads it: http://host:port, https://host:port, host:port, or a unix
+// socket (unix://path, unixs://path). Whether anything answers there is
+// found only when it is dialled.
+func checkEndpoint(e string) error {
+	lower := strings.ToLower(e)
+	for _, scheme := range []string{"unix:", "unixs:"} {
+		if strings.HasPrefix(lower, scheme) {
+			if strings.TrimLeft(e[len(scheme):], "/") == "" {
+				return errors.New("a unix socket endpoint needs a path")
+			}
+			return nil
+		}
+	}
+	hostPort := e
+	if i := strings.Index(e, "://"); i >= 0 {
+		u, err := url.Parse(e)
+		if err != nil {
+			return err
+		}
+		if u.Scheme != "http" && u.Scheme != "https" {
+			return fmt.Errorf("unknown scheme %q (want http://, https://, unix:// or unixs://, or host:port)", u.Scheme)
+		}
+		if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+			return errors.New("an endpoint is scheme://host:port, without a path, query or user")
+		}
+		hostPort = u.Host
+	}
+	host, port, err := net.SplitHostPort(hostPort)
+	if err != nil {
+		return fmt.Errorf("want host:port: %v", err)
+	}
+	if host == "" {
+		return errors.New("no host")
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("port %q is not a number from 1 to 65535", port)
+	}
+	return nil
 }
 
 // EtcdPrefix checks the value of --etcd-prefix: it must start with '/' and

@@ -85,3 +85,18 @@ func TestEtcdPrefix(t *testing.T) {
 		}
 	}
 }
+
+// TestEtcdEndpointsRefusesMalformed: each endpoint must have the shape the
+// etcd client dials (host:port, http(s)://host:port, unix(s)://path); a
+// name without a port or an unknown scheme is refused, naming the flag.
+func TestEtcdEndpointsRefusesMalformed(t *testing.T) {
+	good := "a:1,http://b:2379,HTTPS://c:2379/,[::1]:2379,unix:///run/etcd.sock,unixs://etcd.sock:0"
+	if got, err := EtcdEndpoints(good); err != nil || len(got) != 6 {
+		t.Fatalf("%q: %q, %v", good, got, err)
+	}
+	for _, e := range []string{"localhost", "ftp://127.0.0.1:1", "http://a", "http://a:port", "a:0", ":2379", "http://a:1/v3", "unix://", "http://a:1,b"} {
+		if got, err := EtcdEndpoints(e); err == nil || !strings.Contains(err.Error(), "--etcd-endpoints") {
+			t.Errorf("%q: %q, %v", e, got, err)
+		}
+	}
+}
