@@ -9,6 +9,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"os"
@@ -161,11 +162,15 @@ func TestDryRunSaysWould(t *testing.T) {
 	srv := etcdkvtest.NewServer(t)
 	store := etcdkvtest.NewStoreOn(t, srv, etcdkv.Config{})
 	ctx := t.Context()
-	if err := store.Set(ctx, keys.StagingPartition("rep.orphan"), keys.Entry([]byte("k")), []byte("v")); err != nil {
+	// A staging token whose UUIDv7 was made two hours ago: past the
+	// sweep's grace of one hour.
+	ms := fmt.Sprintf("%012x", time.Now().Add(-2*time.Hour).UnixMilli())
+	orphan := "rep." + ms[:8] + "-" + ms[8:] + "-7000-8000-000000000001"
+	if err := store.Set(ctx, keys.StagingPartition(orphan), keys.Entry([]byte("k")), []byte("v")); err != nil {
 		t.Fatal(err)
 	}
 	var out, errOut bytes.Buffer
-	code := run(ctx, []string{"--once", "--dry-run", "--sweep", "--sweep-grace=-1s", "--log-level=debug",
+	code := run(ctx, []string{"--once", "--dry-run", "--sweep", "--sweep-grace=1h", "--log-level=debug",
 		"--etcd-endpoints=" + strings.Join(srv.Endpoints(), ",")}, noEnv, &out, &errOut)
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s", code, errOut.String())
@@ -186,7 +191,7 @@ func TestDryRunSaysWould(t *testing.T) {
 	if would != 1 {
 		t.Errorf("%d lines say what would be reclaimed, want 1:\n%s", would, errOut.String())
 	}
-	if resp, err := srv.Client.Get(ctx, store.RawPrefix(keys.StagingPartition("rep.orphan")), clientPrefix()); err != nil || resp.Count != 1 {
+	if resp, err := srv.Client.Get(ctx, store.RawPrefix(keys.StagingPartition(orphan)), clientPrefix()); err != nil || resp.Count != 1 {
 		t.Fatalf("the dry run changed the orphan: %v, %v", resp, err)
 	}
 }

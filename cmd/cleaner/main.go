@@ -8,7 +8,8 @@
 //	1  etcd unreachable, the pass failed, a step failed (the next run
 //	   retries it), or a record could not be decoded and was skipped (an
 //	   operator must repair or remove it);
-//	2  bad flags;
+//	2  bad flags, found before etcd is dialled (a malformed endpoint or
+//	   --metrics-addr, a value out of range);
 //	3  the pass stopped at --max-keys or --timeout with nothing failed
 //	   (the next run continues where it stopped).
 //
@@ -34,6 +35,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -104,14 +106,14 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 	fs.Int64Var(&c.cleaner.MaxKeys, "max-keys", 0, "keys one pass may reclaim, checked before each partition (0: no bound)")
 	fs.DurationVar(&c.cleaner.Timeout, "timeout", 0, "bound on one pass; a pass cut short is finished by the next (0: none)")
 	fs.BoolVar(&c.cleaner.Sweep, "sweep", false, "also reclaim partitions that nothing references (a full pass over partition names)")
-	fs.DurationVar(&c.cleaner.SweepGrace, "sweep-grace", cleaner.DefaultSweepGrace, "the sweep leaves partitions younger than this alone")
-	fs.DurationVar(&c.cleaner.RepositoryCreationTimeout, "repository-creation-timeout", ref.DefaultRepositoryCreationTimeout, "age after which an initial repository is a crashed create (the default is gravelerd's fixed creation timeout)")
+	fs.DurationVar(&c.cleaner.SweepGrace, "sweep-grace", cleaner.DefaultSweepGrace, "the sweep leaves partitions younger than this alone (above 0)")
+	fs.DurationVar(&c.cleaner.RepositoryCreationTimeout, "repository-creation-timeout", ref.DefaultRepositoryCreationTimeout, "age after which an initial repository is a crashed create (above 0; the default is gravelerd's fixed creation timeout)")
 	fs.BoolVar(&c.cleaner.DryRun, "dry-run", false, "change nothing; report what would be reclaimed (and, with --gc, collected)")
 	fs.BoolVar(&c.cleaner.GC.Enabled, "gc", false, "after the reclaim pass, delete committed objects (ranges, metaranges) that no commit of a live repository references and that are older than --gc-grace (in daemon mode at most once per --gc-interval)")
 	fs.DurationVar(&c.cleaner.GC.Grace, "gc-grace", cleaner.DefaultGCGrace, "--gc keeps every object modified within this; at least gravelerd's committed-object grace (6h unless changed) and longer than any commit")
 	fs.DurationVar(&c.cleaner.GC.Interval, "gc-interval", cleaner.DefaultGCInterval, "least time between two collections in daemon mode")
 	fs.Float64Var(&c.cleaner.GC.DeleteRate, "gc-delete-rate", 0, "most objects deleted per second from the blob store, by --gc and by emptying deleted repositories' namespaces (0: no bound)")
-	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "address serving Prometheus /metrics in daemon mode (empty: off)")
+	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "host:port serving Prometheus /metrics in daemon mode (empty: off)")
 	fs.IntVar(&c.electionTTL, "election-ttl", 15, "seconds a dead leader keeps leadership before another replica takes over")
 	fs.StringVar(&c.logLevel, "log-level", "info", "least level logged (JSON on stderr): debug, info, warn or error")
 	// Variables become the defaults, so explicit flags win; GRAVELER_VERSION
@@ -135,8 +137,21 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 		return c, errors.New("--etcd-dial-timeout must be above 0")
 	case c.cleaner.GC.Grace <= 0, c.cleaner.GC.Interval <= 0:
 		return c, errors.New("--gc-grace and --gc-interval must be above 0")
-	case c.cleaner.GC.DeleteRate < 0:
-		return c, errors.New("--gc-delete-rate must not be negative")
+	case c.cleaner.GC.DeleteRate < 0, math.IsNaN(c.cleaner.GC.DeleteRate):
+		return c, fmt.Errorf("--gc-delete-rate=%v must be a number, not negative (0: no bound)", c.cleaner.GC.DeleteRate)
+	case c.etcd.DialKeepAliveTimeout < 0:
+		return c, fmt.Errorf("--etcd-keepalive-timeout=%v must not be negative", c.etcd.DialKeepAliveTimeout)
+	case c.cleaner.SweepGrace <= 0:
+		// The library's negative grace (none) is for tests; a live
+		// installation always needs one, and 0 would be read as the default.
+		return c, fmt.Errorf("--sweep-grace=%v must be above 0", c.cleaner.SweepGrace)
+	case c.cleaner.RepositoryCreationTimeout <= 0:
+		return c, fmt.Errorf("--repository-creation-timeout=%v must be above 0", c.cleaner.RepositoryCreationTimeout)
+	}
+	if c.metricsAddr != "" {
+		if _, _, err := net.SplitHostPort(c.metricsAddr); err != nil {
+			return c, fmt.Errorf("--metrics-addr=%q: want host:port (as :9090): %v", c.metricsAddr, err)
+		}
 	}
 	if _, err := zapcore.ParseLevel(c.logLevel); err != nil {
 		return c, fmt.Errorf("--log-level: %w", err)

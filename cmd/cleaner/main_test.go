@@ -298,3 +298,29 @@ func TestMalformedEndpointIsBadFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestBadValuesAreBadFlags: values no run can use are bad flags (exit 2)
+// naming the flag, found before etcd is dialled: a negative
+// --etcd-keepalive-timeout (gravelerd refuses it too), a --sweep-grace
+// that is not above 0 (it would turn the sweep's safety grace off), a
+// --repository-creation-timeout not above 0 (it was silently replaced by
+// 2m), a NaN --gc-delete-rate, and a --metrics-addr that is not host:port
+// (it was found only after etcd was reached, exit 1).
+func TestBadValuesAreBadFlags(t *testing.T) {
+	for _, extra := range []string{
+		"--etcd-keepalive-timeout=-1s",
+		"--sweep-grace=-1h",
+		"--sweep-grace=0s",
+		"--repository-creation-timeout=-1s",
+		"--repository-creation-timeout=0s",
+		"--gc-delete-rate=NaN",
+		"--metrics-addr=nocolon",
+	} {
+		var out, errOut bytes.Buffer
+		code := run(t.Context(), []string{"--etcd-endpoints=http://127.0.0.1:1", "--etcd-dial-timeout=200ms", extra}, noEnv, &out, &errOut)
+		flag := strings.SplitN(strings.TrimPrefix(extra, "--"), "=", 2)[0]
+		if code != exitUsage || !strings.Contains(errOut.String(), "--"+flag) {
+			t.Errorf("%s: exit %d (want %d naming --%s); stderr: %s", extra, code, exitUsage, flag, errOut.String())
+		}
+	}
+}
