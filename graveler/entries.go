@@ -251,17 +251,31 @@ func (g *Graveler) Set(ctx context.Context, repoID RepositoryID, branch BranchID
 
 // SetBatch stages many entries on a branch (nil Value: delete). It is not
 // atomic: on error some records may be staged; repeating it is safe.
+// EntryError is the refusal of one entry of a batch (SetBatch), naming
+// its place, so that a client finds it among many. It wraps the reason.
+type EntryError struct {
+	Index int
+	Key   Key
+	Err   error
+}
+
+func (e *EntryError) Error() string {
+	return fmt.Sprintf("entry %d (key %s): %v", e.Index, Echo(e.Key), e.Err)
+}
+
+func (e *EntryError) Unwrap() error { return e.Err }
+
 func (g *Graveler) SetBatch(ctx context.Context, repoID RepositoryID, branch BranchID, records []*ValueRecord) error {
-	for _, r := range records {
+	for i, r := range records {
 		if r == nil {
-			return fmt.Errorf("%w: missing record", ErrInvalidArgument)
+			return &EntryError{Index: i, Err: fmt.Errorf("%w: missing record", ErrInvalidArgument)}
 		}
 		if err := ValidateKey(r.Key); err != nil {
-			return err
+			return &EntryError{Index: i, Key: r.Key, Err: err}
 		}
 		if r.Value != nil {
 			if err := ValidateValue(r.Value); err != nil {
-				return fmt.Errorf("key %s: %w", Echo(r.Key), err)
+				return &EntryError{Index: i, Key: r.Key, Err: err}
 			}
 		}
 	}

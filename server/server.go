@@ -660,24 +660,23 @@ func (s *Server) BatchPutEntries(ctx context.Context, req *pb.BatchPutEntriesReq
 	if len(req.GetEntries()) > s.cfg.MaxBatchEntries {
 		return nil, res(fmt.Errorf("%w: %d entries, limit %d", ErrBatchTooLarge, len(req.GetEntries()), s.cfg.MaxBatchEntries))
 	}
+	// An entry refused, here or by SetBatch, is named by its index among
+	// up to MaxBatchEntries.
+	bad := func(ee *graveler.EntryError) error {
+		return withResource(ee, "repository", RepositoryName(repo), "branch", req.GetBranch(), "entryIndex", strconv.Itoa(ee.Index), "key", string(ee.Key))
+	}
 	recs := make([]*graveler.ValueRecord, 0, len(req.GetEntries()))
 	for i, e := range req.GetEntries() {
-		// Checked here, not only by SetBatch, to name the entry among
-		// up to MaxBatchEntries.
 		v, err := entryValue(e)
-		if err == nil {
-			err = graveler.ValidateKey(e.GetKey())
-		}
-		if err == nil {
-			err = graveler.ValidateValue(&v)
-		}
 		if err != nil {
-			return nil, withResource(fmt.Errorf("entry %d (key %s): %w", i, graveler.Echo(e.GetKey()), err),
-				"repository", RepositoryName(repo), "branch", req.GetBranch(), "entryIndex", strconv.Itoa(i), "key", string(e.GetKey()))
+			return nil, bad(&graveler.EntryError{Index: i, Key: e.GetKey(), Err: err})
 		}
 		recs = append(recs, &graveler.ValueRecord{Key: e.GetKey(), Value: &v})
 	}
 	if err := s.svc.SetBatch(ctx, repo, branch, recs); err != nil {
+		if ee, ok := errors.AsType[*graveler.EntryError](err); ok {
+			return nil, bad(ee)
+		}
 		return nil, res(err)
 	}
 	return &pb.BatchPutEntriesResponse{}, nil
