@@ -63,8 +63,9 @@ type Config struct {
 	// decoded inner nodes and ranges, by the bytes they take in the blob
 	// store (0: committed.DefaultNodeCacheBytes and DefaultRangeCacheBytes,
 	// 64 MiB each). Decoded, a node takes about one and a half times its
-	// stored bytes (192 MiB more of node cache took about 300 MB more). A commit reads the nodes above its changes that are not
-	// held: a tree of 10M entries has about 110 MB of them.
+	// stored bytes (192 MiB more of node cache took about 300 MB more).
+	// A commit reads the nodes above its changes that are not held: a
+	// tree of 10M entries has about 110 MB of them.
 	NodeCacheBytes   int
 	RangeMemoryBytes int
 	// TLSCertFile and TLSKeyFile serve TLS; TLSClientCAFile additionally

@@ -170,11 +170,13 @@ func EtcdFlags(fs *flag.FlagSet, cfg *etcdkv.Config) func() error {
 		if err := EtcdTLS(cfg.Endpoints, cfg.TLS.CAFile, cfg.TLS.CertFile, cfg.TLS.KeyFile); err != nil {
 			return err
 		}
-		switch {
-		case len(cfg.Endpoints) == 0:
+		if len(cfg.Endpoints) == 0 {
 			return errors.New("--etcd-endpoints is required")
-		case EtcdPrefix(cfg.Prefix) != nil:
-			return EtcdPrefix(cfg.Prefix)
+		}
+		if err := EtcdPrefix(cfg.Prefix); err != nil {
+			return err
+		}
+		switch {
 		case (cfg.TLS.CertFile == "") != (cfg.TLS.KeyFile == ""):
 			return errors.New("--etcd-cert and --etcd-key must be given together")
 		case (cfg.Username == "") != (cfg.Password == ""):
