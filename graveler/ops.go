@@ -579,9 +579,7 @@ func (g *Graveler) restoredParents(ctx context.Context, repo *RepositoryRecord, 
 		if restored.has(p) {
 			continue
 		}
-		if err := ValidateCommitID(p); err != nil {
-			return fmt.Errorf("commit %s: parent: %w", c.CommitID, err)
-		}
+		// GetCommit refuses a malformed id as such, not as not found.
 		_, err := g.refs.GetCommit(ctx, repo, p)
 		if errors.Is(err, ErrCommitNotFound) {
 			return fmt.Errorf("%w: commit %s: its parent %s is neither earlier in the dump nor in the repository (a dump lists parents first: this one was cut short or altered)", ErrInvalidArgument, c.CommitID, p)
