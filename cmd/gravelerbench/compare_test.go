@@ -106,3 +106,67 @@ func TestCompareCountsSystemCalls(t *testing.T) {
 		}
 	}
 }
+
+// TestCompareChargesServerProcesses: with --etcd-pid and --server-pid the
+// PROCESS_CPU line gives each side's CPU per call in those processes. The
+// test names its own process as both, and its fake graveler side burns
+// twice the CPU per call of its raw side, so etcd's ratio is about 2.
+func TestCompareChargesServerProcesses(t *testing.T) {
+	if _, ok := pidsCPU([]int{os.Getpid()}); !ok {
+		t.Skip("this system does not report a process's CPU in /proc/<pid>/stat")
+	}
+	burn := func(d time.Duration) {
+		c0, _ := processCPU()
+		for {
+			if c, _ := processCPU(); c-c0 >= d {
+				return
+			}
+		}
+	}
+	side := func(op string, per time.Duration) *side {
+		return &side{title: op, op: op, run: func(_ context.Context, _ int, _ time.Duration) ([]*recorder, time.Duration) {
+			r := newRecorder()
+			for range 50 {
+				burn(per)
+				r.observe(op, time.Millisecond, nil)
+			}
+			return []*recorder{r}, time.Second
+		}}
+	}
+	var out bytes.Buffer
+	me := []int{os.Getpid()}
+	b := &bench{out: &out, duration: 2 * time.Second, pairs: 2, etcdConns: 1, etcdPIDs: me, serverPIDs: me}
+	b.compare(context.Background(), "x", 1, side("graveler.get", 4*time.Millisecond), side("etcd.get", 2*time.Millisecond))
+	m := regexp.MustCompile(`PROCESS_CPU x clients=1 cpu per call: etcd \[\d+\] graveler (\S+), raw (\S+), graveler/etcd=(\S+)x median of 2 pairs \[\S+ \S+\]; gravelerd \[\d+\] (\S+); load tool graveler (\S+), raw (\S+)`).FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("no PROCESS_CPU line:\n%s", out.String())
+	}
+	// /proc/<pid>/stat counts in 10 ms ticks, and each phase burns 100 or
+	// 200 ms: a tick either way is 5-10%.
+	for i, want := range []time.Duration{4 * time.Millisecond, 2 * time.Millisecond, 0, 4 * time.Millisecond, 4 * time.Millisecond, 2 * time.Millisecond} {
+		if want == 0 {
+			continue
+		}
+		got, err := time.ParseDuration(m[i+1])
+		if err != nil || got < want*8/10 || got > want*13/10 {
+			t.Errorf("figure %d of %q is %s, want about %v", i+1, m[0], m[i+1], want)
+		}
+	}
+	if r, err := strconv.ParseFloat(m[3], 64); err != nil || r < 1.6 || r > 2.5 {
+		t.Errorf("etcd ratio %s, want about 2", m[3])
+	}
+}
+
+func TestParseStatCPU(t *testing.T) {
+	// A command name may hold spaces and parentheses; fields count from
+	// the last ')'. utime 250 and stime 50 ticks are 3 s.
+	line := "4242 (a) (b c) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 9 0 100 1000 10 18446744073709551615\n"
+	if d, err := parseStatCPU([]byte(line)); err != nil || d != 3*time.Second {
+		t.Fatalf("parseStatCPU = %v, %v; want 3s", d, err)
+	}
+	for _, bad := range []string{"", "4242 (x) S 1 2", "4242 (x) S 1 4242 4242 0 -1 4194560 100 0 0 0 -5 50 0"} {
+		if _, err := parseStatCPU([]byte(bad)); err == nil {
+			t.Errorf("parseStatCPU(%q): no error", bad)
+		}
+	}
+}

@@ -124,11 +124,13 @@ func (b *bench) compare(ctx context.Context, what string, clients int, g, raw *s
 	var recs [2][]*recorder
 	var elapsed, cpu [2]time.Duration
 	var sysR, sysW [2]int64
-	var thr, p50, p99, cpuRatio []float64
+	var etcdCPU, serverCPU [2]time.Duration
+	var thr, p50, p99, cpuRatio, etcdRatio []float64
 	cpuOK, ioOK := true, true
+	etcdOK, serverOK := len(b.etcdPIDs) > 0, len(b.serverPIDs) > 0
 	for i := range pairs {
 		var got [2][]OpStats
-		var phaseCPU [2]time.Duration
+		var phaseCPU, phaseEtcd [2]time.Duration
 		for k := range 2 {
 			j := k
 			if i%2 == 1 {
@@ -137,11 +139,20 @@ func (b *bench) compare(ctx context.Context, what string, clients int, g, raw *s
 			if sides[j] == nil {
 				continue
 			}
+			e0, eok0 := pidsCPU(b.etcdPIDs)
+			s0, sok0 := pidsCPU(b.serverPIDs)
 			r0, w0, iok0 := processIO()
 			c0, ok0 := processCPU()
 			r, el := sides[j].run(ctx, i, phase)
 			c1, ok1 := processCPU()
 			r1, w1, iok1 := processIO()
+			e1, eok1 := pidsCPU(b.etcdPIDs)
+			s1, sok1 := pidsCPU(b.serverPIDs)
+			etcdOK = etcdOK && eok0 && eok1
+			serverOK = serverOK && sok0 && sok1
+			etcdCPU[j] += e1 - e0
+			serverCPU[j] += s1 - s0
+			phaseEtcd[j] = e1 - e0
 			cpuOK = cpuOK && ok0 && ok1
 			ioOK = ioOK && iok0 && iok1
 			sysR[j] += r1 - r0
@@ -165,6 +176,9 @@ func (b *bench) compare(ctx context.Context, what string, clients int, g, raw *s
 		p99 = append(p99, float64(gs.P99)/float64(rs.P99))
 		if gs.Count > 0 && rs.Count > 0 && phaseCPU[1] > 0 {
 			cpuRatio = append(cpuRatio, (float64(phaseCPU[0])/float64(gs.Count))/(float64(phaseCPU[1])/float64(rs.Count)))
+		}
+		if gs.Count > 0 && rs.Count > 0 && phaseEtcd[1] > 0 {
+			etcdRatio = append(etcdRatio, (float64(phaseEtcd[0])/float64(gs.Count))/(float64(phaseEtcd[1])/float64(rs.Count)))
 		}
 	}
 	var all [2][]OpStats
@@ -193,6 +207,24 @@ func (b *bench) compare(ctx context.Context, what string, clients int, g, raw *s
 			what, clients, (cpu[0] / time.Duration(gs.Count)).Round(100*time.Nanosecond), (cpu[1] / time.Duration(rs.Count)).Round(100*time.Nanosecond),
 			median(cpuRatio), len(cpuRatio), fmtPairs(cpuRatio))
 	}
+	if (etcdOK || serverOK) && gs.Count > 0 && rs.Count > 0 {
+		// Against separate processes, the CPU line is the load tool's
+		// alone, and this one gives the servers'. etcd's CPU per call is
+		// what bounds a deployment whose gravelerd replicas scale out: one
+		// etcd cluster serves at most its cores divided by it.
+		line := fmt.Sprintf("PROCESS_CPU %s clients=%d cpu per call:", what, clients)
+		if etcdOK {
+			line += fmt.Sprintf(" etcd %v graveler %s, raw %s, graveler/etcd=%.2fx median of %d pairs %s;",
+				b.etcdPIDs, perCall(etcdCPU[0], gs.Count), perCall(etcdCPU[1], rs.Count), median(etcdRatio), len(etcdRatio), fmtPairs(etcdRatio))
+		}
+		if serverOK {
+			line += fmt.Sprintf(" gravelerd %v %s;", b.serverPIDs, perCall(serverCPU[0], gs.Count))
+		}
+		if cpuOK {
+			line += fmt.Sprintf(" load tool graveler %s, raw %s", perCall(cpu[0], gs.Count), perCall(cpu[1], rs.Count))
+		}
+		fmt.Fprintln(b.out, strings.TrimSuffix(line, ";"))
+	}
 	if ioOK && gs.Count > 0 && rs.Count > 0 {
 		// Like the CPU line, the whole process's: with --embedded, the
 		// load tool's, gravelerd's and etcd's system calls together.
@@ -200,6 +232,11 @@ func (b *bench) compare(ctx context.Context, what string, clients int, g, raw *s
 			what, clients, float64(sysR[0])/float64(gs.Count), float64(sysW[0])/float64(gs.Count),
 			float64(sysR[1])/float64(rs.Count), float64(sysW[1])/float64(rs.Count))
 	}
+}
+
+// perCall is d spread over n calls, rounded for printing.
+func perCall(d time.Duration, n int) time.Duration {
+	return (d / time.Duration(n)).Round(100 * time.Nanosecond)
 }
 
 // median of xs (the mean of the middle two for an even count).

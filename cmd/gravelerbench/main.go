@@ -16,7 +16,10 @@
 // needs --embedded or --etcd). --embedded starts an embedded etcd and an
 // in-process gravelerd on loopback, so one command measures everything
 // with no setup. Lines starting with RATIO and COMMIT are the figures to
-// quote.
+// quote. Against separate etcd and gravelerd processes, --etcd-pid and
+// --server-pid add a PROCESS_CPU line under each RATIO line: each side's
+// CPU per call in etcd and in gravelerd (Linux), which is what bounds a
+// deployment whose gravelerd replicas scale out.
 //
 // It exits 0 when the scenario ran (calls that failed under load are
 // counted in its figures, by operation and gRPC code, not fatal), 1 when
@@ -65,6 +68,8 @@ type config struct {
 	warmup       time.Duration
 	cpuProfile   string
 	memProfile   string
+	etcdPIDs     []int
+	serverPIDs   []int
 	scaling      scalingFlags
 }
 
@@ -106,15 +111,29 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.stage, "stage", 200000, "entries staged before the long commit")
 	fs.StringVar(&sizes, "sizes", "1000,10000,100000", "staged entries per commit (commit-sizes)")
 	c.scaling.register(fs)
-	fs.IntVar(&c.conns, "conns", 4, "gRPC connections to gravelerd")
+	fs.IntVar(&c.conns, "conns", 1, "gRPC connections to gravelerd (default: one, as the client library and the raw baseline's etcd client hold)")
 	fs.IntVar(&c.etcdConns, "etcd-conns", gravelerdEtcdConns, "etcd clients of the raw-etcd baseline (default: as many as a gravelerd holds)")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured run (with --embedded: etcd and gravelerd included) to this file")
 	fs.StringVar(&c.memProfile, "memprofile", "", "write an allocation profile (allocs since the start of the process, -sample_index=alloc_objects for counts) to this file at the end of the run")
+	var etcdPIDs, serverPIDs string
+	fs.StringVar(&etcdPIDs, "etcd-pid", "", "comma-separated process ids of the etcd members (Linux, with --server and --etcd): RATIO cells add each side's etcd CPU per call")
+	fs.StringVar(&serverPIDs, "server-pid", "", "comma-separated process ids of the gravelerd replicas (Linux, with --server): RATIO cells add gravelerd's CPU per call")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	var errs []error
 	var err error
+	if c.etcdPIDs, err = pidList(etcdPIDs); err != nil {
+		errs = append(errs, fmt.Errorf("--etcd-pid: %w", err))
+	}
+	if c.serverPIDs, err = pidList(serverPIDs); err != nil {
+		errs = append(errs, fmt.Errorf("--server-pid: %w", err))
+	}
+	if c.embedded && (len(c.etcdPIDs) > 0 || len(c.serverPIDs) > 0) {
+		// With --embedded, etcd and gravelerd are this process: the CPU
+		// line already counts them, and no other process would.
+		errs = append(errs, errors.New("--etcd-pid and --server-pid name separate processes; with --embedded etcd and gravelerd run in this one (see the CPU line)"))
+	}
 	if c.readerList, err = intList(readers); err != nil {
 		errs = append(errs, fmt.Errorf("--readers: %w", err))
 	} else {
@@ -168,6 +187,14 @@ func run(ctx context.Context, c *config, out io.Writer) error {
 		runID:    strconv.FormatInt(time.Now().Unix()%100000000, 36),
 		embedded: c.embedded, endpoints: endpoints,
 		pairs: c.pairs, warmup: c.warmup, etcdConns: c.etcdConns,
+		etcdPIDs: c.etcdPIDs, serverPIDs: c.serverPIDs,
+	}
+	for _, pids := range [][]int{c.etcdPIDs, c.serverPIDs} {
+		for _, pid := range pids {
+			if _, err := pidCPU(pid); err != nil {
+				return fmt.Errorf("process %d: %w", pid, err)
+			}
+		}
 	}
 	if !c.baselineOnly {
 		g, err := dialGraveler(ctx, addr, c.conns)

@@ -81,6 +81,9 @@ func TestParseFlags(t *testing.T) {
 		{"--scenario", "reads"},
 		{"--baseline-only"},
 		{"--embedded", "--duration", "0s"},
+		{"--server", "127.0.0.1:7070", "--etcd-pid", "x"},
+		{"--server", "127.0.0.1:7070", "--server-pid", "0"},
+		{"--embedded", "--etcd-pid", "1"},
 	} {
 		if _, err := parseFlags(args, io.Discard); err == nil {
 			t.Errorf("%v: accepted", args)

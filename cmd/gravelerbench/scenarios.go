@@ -27,6 +27,9 @@ type bench struct {
 	pairs     int
 	warmup    time.Duration
 	etcdConns int
+	// etcdPIDs and serverPIDs are separate etcd and gravelerd processes
+	// whose CPU compare reports per call (--etcd-pid, --server-pid).
+	etcdPIDs, serverPIDs []int
 	// embedded: gravelerd and etcd (at endpoints) run in this process.
 	embedded  bool
 	endpoints []string
