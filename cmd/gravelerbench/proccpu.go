@@ -70,13 +70,5 @@ func pidList(s string) ([]int, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
 	}
-	var out []int
-	for f := range strings.SplitSeq(s, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n <= 0 {
-			return nil, fmt.Errorf("%q is not a list of process ids", s)
-		}
-		out = append(out, n)
-	}
-	return out, nil
+	return intList(s)
 }
