@@ -297,7 +297,7 @@ func (g *Graveler) overridesEffective(ctx context.Context, repo *RepositoryRecor
 			rec := it.Value()
 			v, err := g.committed.Get(ctx, repo.StorageNamespace, c.MetaRangeID, rec.Key)
 			switch {
-			case errors.Is(err, ErrNotFound):
+			case errors.Is(err, ErrEntryNotFound):
 				effective = rec.Value != nil
 			case err != nil:
 				it.Close()
@@ -687,7 +687,7 @@ func (g *Graveler) baseValues(ctx context.Context, repo *RepositoryRecord, b *Br
 		switch {
 		case err == nil:
 			out[i] = v
-		case !errors.Is(err, ErrNotFound):
+		case !errors.Is(err, ErrEntryNotFound):
 			return nil, err
 		}
 	}

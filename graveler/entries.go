@@ -546,7 +546,11 @@ func (g *Graveler) getAtOnceIn(ctx context.Context, repo *RepositoryRecord, ref 
 
 func (g *Graveler) getCommitted(ctx context.Context, repo *RepositoryRecord, mr MetaRangeID, key Key) (*Value, error) {
 	v, err := g.committed.Get(ctx, repo.StorageNamespace, mr, key)
-	if errors.Is(err, ErrNotFound) {
+	// Only a key the tree does not hold is an absent entry. A tree or a
+	// range missing from the blob store (METARANGE_NOT_FOUND, a blob not
+	// found) is lost data: answered as "no such entry" it would let a
+	// put --if-absent overwrite the key and refuse its delete.
+	if errors.Is(err, ErrEntryNotFound) {
 		return nil, fmt.Errorf("%w: %s in repository %s", ErrEntryNotFound, Echo(key), repo.RepositoryID)
 	}
 	return v, err

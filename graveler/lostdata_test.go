@@ -1,0 +1,64 @@
+package graveler_test
+
+import (
+	"errors"
+	"testing"
+
+	"graveler/graveler"
+	"graveler/graveler/gravelertest"
+	"graveler/kv"
+)
+
+// TestLostTreeIsNotAnAbsentEntry: a repository restored onto a namespace
+// that lacks the commits' trees (or one whose blobs were lost) holds
+// commits whose data is missing. A Get of a key there is answered
+// METARANGE_NOT_FOUND, not "no such entry": a put --if-absent must not
+// then overwrite the key, nor a delete be refused as of a missing key.
+func TestLostTreeIsNotAnAbsentEntry(t *testing.T) {
+	f := newFixture(t, kv.NewMemoryStore(), graveler.Config{})
+	f.set("main", "a", "1")
+	f.commit("main", "one")
+	var recs []*graveler.RefsRecord
+	for r, err := range f.g.DumpRefs(f.ctx, f.repo) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, r)
+	}
+	// An empty namespace: the dump's trees are not there.
+	if _, err := f.g.CreateBareRepository(f.ctx, "copy", gravelertest.Namespace(), "main"); err != nil {
+		t.Fatal(err)
+	}
+	err := f.g.RestoreRefs(f.ctx, "copy", func(yield func(*graveler.RefsRecord, error) bool) {
+		for _, r := range recs {
+			if !yield(r, nil) {
+				return
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, graveler.ErrMetaRangeNotFound) || errors.Is(err, graveler.ErrEntryNotFound) {
+			t.Errorf("%s: %v, want the tree reported missing (ErrMetaRangeNotFound), not ErrEntryNotFound", what, err)
+		}
+	}
+	_, err = f.g.Get(f.ctx, "copy", "main", graveler.Key("a"))
+	lost("get on the branch", err)
+	head, err := f.g.GetCommit(f.ctx, "copy", "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.g.Get(f.ctx, "copy", graveler.Ref(head.CommitID), graveler.Key("a"))
+	lost("get at the commit", err)
+	err = f.g.Set(f.ctx, "copy", "main", graveler.Key("a"), graveler.Value{Identity: []byte("i2"), Data: []byte("2")}, graveler.SetOptions{IfAbsent: true})
+	lost("put --if-absent", err)
+	err = f.g.Delete(f.ctx, "copy", "main", graveler.Key("a"))
+	lost("delete", err)
+	// Nothing was staged by the refused calls.
+	if _, err := f.g.Get(f.ctx, "copy", "main", graveler.Key("a")); errors.Is(err, graveler.ErrEntryNotFound) || err == nil {
+		t.Fatalf("after the refused writes, get: %v", err)
+	}
+}
