@@ -324,3 +324,13 @@ func TestBadValuesAreBadFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestBadDurationSaysWhatADurationIs: a duration without a unit is a bad
+// flag (exit 2) saying what a duration looks like, not "parse error".
+func TestBadDurationSaysWhatADurationIs(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := run(t.Context(), []string{"--once", "--etcd-endpoints=x:2379", "--interval=5"}, noEnv, &out, &errOut)
+	if code != exitUsage || !strings.Contains(lastLine(errOut.String()), `invalid value "5" for flag -interval: not a duration (use a unit: 500ms, 5s, 2m)`) {
+		t.Fatalf("exit %d; stderr: %s", code, errOut.String())
+	}
+}

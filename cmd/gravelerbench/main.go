@@ -42,6 +42,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"graveler/cmd/internal/flagenv"
 )
 
 type config struct {
@@ -118,7 +120,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	var etcdPIDs, serverPIDs string
 	fs.StringVar(&etcdPIDs, "etcd-pid", "", "comma-separated process ids of the etcd members (Linux, with --server and --etcd): RATIO cells add each side's etcd CPU per call")
 	fs.StringVar(&serverPIDs, "server-pid", "", "comma-separated process ids of the gravelerd replicas (Linux, with --server): RATIO cells add gravelerd's CPU per call")
-	if err := fs.Parse(args); err != nil {
+	if err := flagenv.Parse(fs, args, nil); err != nil {
 		return nil, err
 	}
 	var errs []error

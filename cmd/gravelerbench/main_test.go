@@ -162,3 +162,12 @@ func TestDocNamesEveryScenario(t *testing.T) {
 		}
 	}
 }
+
+// TestParseFlagsExplainsBadDuration: a duration without a unit says what
+// a duration looks like, not the flag package's "parse error".
+func TestParseFlagsExplainsBadDuration(t *testing.T) {
+	_, err := parseFlags([]string{"--embedded", "--duration", "10"}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), `invalid value "10" for flag -duration: not a duration (use a unit`) {
+		t.Fatalf("--duration 10: %v", err)
+	}
+}

@@ -75,3 +75,23 @@ func TestOperatorFlags(t *testing.T) {
 }
 
 func noEnv(string) string { return "" }
+
+// TestBadDurationSaysWhatADurationIs: a duration without a unit, as a flag
+// or in its variable, exits 2 saying what a duration looks like instead of
+// the flag package's "parse error".
+func TestBadDurationSaysWhatADurationIs(t *testing.T) {
+	var errOut bytes.Buffer
+	if code := run([]string{"--shutdown-timeout=5x"}, io.Discard, &errOut); code != 2 ||
+		!strings.Contains(errOut.String(), `gravelerd: invalid value "5x" for flag -shutdown-timeout: not a duration (use a unit: 500ms, 5s, 2m)`) {
+		t.Fatalf("exit %d, stderr %q", code, errOut.String())
+	}
+	env := func(k string) string {
+		if k == "GRAVELER_ETCD_DIAL_TIMEOUT" {
+			return "5"
+		}
+		return ""
+	}
+	if _, err := parse(nil, env, io.Discard); err == nil || err.Error() != `GRAVELER_ETCD_DIAL_TIMEOUT="5": not a duration (use a unit: 500ms, 5s, 2m)` {
+		t.Fatalf("GRAVELER_ETCD_DIAL_TIMEOUT=5: %v", err)
+	}
+}

@@ -188,3 +188,16 @@ func TestExitUnreachable(t *testing.T) {
 		t.Fatalf("report %+v (%v):\n%s", rep, err, out)
 	}
 }
+
+// TestBadDurationSaysWhatADurationIs: a duration without a unit, as a flag
+// or in its variable, exits 2 saying what a duration looks like instead of
+// the flag package's "parse error".
+func TestBadDurationSaysWhatADurationIs(t *testing.T) {
+	const want = "not a duration (use a unit: 500ms, 5s, 2m)"
+	if code, _, errOut := fsckRun(t, nil, "--etcd-endpoints", "http://127.0.0.1:1", "--timeout", "10"); code != exitUsage || !strings.Contains(errOut, `invalid value "10" for flag -timeout: `+want) {
+		t.Errorf("--timeout 10: exit %d, stderr %q", code, errOut)
+	}
+	if code, _, errOut := fsckRun(t, map[string]string{"GRAVELER_ETCD_ENDPOINTS": "http://127.0.0.1:1", "GRAVELER_ORPHAN_GRACE": "1d"}); code != exitUsage || !strings.Contains(errOut, `GRAVELER_ORPHAN_GRACE="1d": `+want) {
+		t.Errorf("GRAVELER_ORPHAN_GRACE=1d: exit %d, stderr %q", code, errOut)
+	}
+}

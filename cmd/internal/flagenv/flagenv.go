@@ -2,7 +2,9 @@
 // environment variable (flag --etcd-endpoints: GRAVELER_ETCD_ENDPOINTS),
 // so that Kubernetes manifests can configure them with env entries. The
 // functions are safe for concurrent use on distinct flag sets; errors name
-// the variable and its value.
+// the variable and its value. A duration flag's value that does not parse
+// is refused saying what a duration looks like, on the command line and in
+// its variable alike.
 package flagenv
 
 import (
@@ -13,6 +15,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"graveler/etcdkv"
 )
@@ -26,7 +29,12 @@ func Name(flagName string) string {
 // skip, then parses args. The variables are read first, so a flag given
 // on the command line wins, and a bad variable is reported even with
 // --help (which the deploy checks run with the manifests' variables).
+// A nil getenv reads no variables, for a program that has none.
 func Parse(fs *flag.FlagSet, args []string, getenv func(string) string, skip ...string) error {
+	defer explainDurations(fs)()
+	if getenv == nil {
+		return fs.Parse(args)
+	}
 	var errs []error
 	fs.VisitAll(func(f *flag.Flag) {
 		for _, s := range skip {
@@ -44,6 +52,67 @@ func Parse(fs *flag.FlagSet, args []string, getenv func(string) string, skip ...
 		return err
 	}
 	return fs.Parse(args)
+}
+
+// errNotDuration replaces the flag package's "parse error" for a duration:
+// the usual mistakes are a bare number ("5") or a unit Go does not know
+// ("1d"), and the message should say what to write instead.
+var errNotDuration = errors.New("not a duration (use a unit: 500ms, 5s, 2m)")
+
+// durationValue is a duration flag's own value with errNotDuration.
+type durationValue struct{ flag.Value }
+
+func (d durationValue) Set(s string) error {
+	if _, err := time.ParseDuration(s); err != nil {
+		return errNotDuration
+	}
+	return d.Value.Set(s)
+}
+
+// explainDurations puts a durationValue around each duration flag of fs
+// and returns what takes them off again. The help is printed with the
+// flags' own values, since the flag package names the type of its own
+// duration values only ("-shutdown-timeout duration").
+func explainDurations(fs *flag.FlagSet) (restore func()) {
+	own := map[*flag.Flag]flag.Value{}
+	fs.VisitAll(func(f *flag.Flag) {
+		if g, ok := f.Value.(flag.Getter); ok {
+			if _, ok := g.Get().(time.Duration); ok {
+				own[f] = f.Value
+			}
+		}
+	})
+	wrap := func() {
+		for f, v := range own {
+			f.Value = durationValue{v}
+		}
+	}
+	unwrap := func() {
+		for f, v := range own {
+			f.Value = v
+		}
+	}
+	usage := fs.Usage
+	fs.Usage = func() {
+		unwrap()
+		defer wrap()
+		if usage != nil {
+			usage()
+			return
+		}
+		// The flag package's default usage.
+		if fs.Name() == "" {
+			fmt.Fprintf(fs.Output(), "Usage:\n")
+		} else {
+			fmt.Fprintf(fs.Output(), "Usage of %s:\n", fs.Name())
+		}
+		fs.PrintDefaults()
+	}
+	wrap()
+	return func() {
+		unwrap()
+		fs.Usage = usage
+	}
 }
 
 // Endpoints splits a comma-separated list of endpoints, dropping blanks.

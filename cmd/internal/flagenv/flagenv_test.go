@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParse(t *testing.T) {
@@ -98,5 +99,52 @@ func TestEtcdEndpointsRefusesMalformed(t *testing.T) {
 		if got, err := EtcdEndpoints(e); err == nil || !strings.Contains(err.Error(), "--etcd-endpoints") {
 			t.Errorf("%q: %q, %v", e, got, err)
 		}
+	}
+}
+
+// TestParseExplainsBadDuration: a duration that does not parse, on the
+// command line or in its variable, is refused saying what a duration looks
+// like instead of the flag package's bare "parse error"; the help still
+// names the type and the default, and good values still parse.
+func TestParseExplainsBadDuration(t *testing.T) {
+	newFS := func(help io.Writer) (*flag.FlagSet, *time.Duration) {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		fs.SetOutput(help)
+		return fs, fs.Duration("shutdown-timeout", 30*time.Second, "bound on draining")
+	}
+	const want = "not a duration (use a unit: 500ms, 5s, 2m)"
+	for _, v := range []string{"5x", "5", "1d", ""} {
+		fs, _ := newFS(io.Discard)
+		err := Parse(fs, []string{"--shutdown-timeout=" + v}, nil)
+		if err == nil || err.Error() != `invalid value "`+v+`" for flag -shutdown-timeout: `+want {
+			t.Errorf("--shutdown-timeout=%s: %v", v, err)
+		}
+	}
+	fs, _ := newFS(io.Discard)
+	env := map[string]string{"GRAVELER_SHUTDOWN_TIMEOUT": "5"}
+	if err := Parse(fs, nil, func(k string) string { return env[k] }); err == nil || err.Error() != `GRAVELER_SHUTDOWN_TIMEOUT="5": `+want {
+		t.Errorf("GRAVELER_SHUTDOWN_TIMEOUT=5: %v", err)
+	}
+
+	fs, d := newFS(io.Discard)
+	env["GRAVELER_SHUTDOWN_TIMEOUT"] = "2m"
+	if err := Parse(fs, nil, func(k string) string { return env[k] }); err != nil || *d != 2*time.Minute {
+		t.Errorf("GRAVELER_SHUTDOWN_TIMEOUT=2m: %v, %v", *d, err)
+	}
+	fs, d = newFS(io.Discard)
+	if err := Parse(fs, []string{"--shutdown-timeout", "500ms"}, nil); err != nil || *d != 500*time.Millisecond {
+		t.Errorf("--shutdown-timeout 500ms: %v, %v", *d, err)
+	}
+	if _, ok := fs.Lookup("shutdown-timeout").Value.(durationValue); ok {
+		t.Error("the flag keeps the wrapper after Parse")
+	}
+
+	var help strings.Builder
+	fs, _ = newFS(&help)
+	if err := Parse(fs, []string{"--help"}, nil); err != flag.ErrHelp {
+		t.Fatalf("--help: %v", err)
+	}
+	if want := "Usage of t:\n  -shutdown-timeout duration\n    \tbound on draining (default 30s)\n"; help.String() != want {
+		t.Errorf("help %q, want %q", help.String(), want)
 	}
 }
