@@ -9,7 +9,8 @@
 //	   retries it), or a record could not be decoded and was skipped (an
 //	   operator must repair or remove it);
 //	2  bad flags, found before etcd is dialled (a malformed endpoint or
-//	   --metrics-addr, a value out of range);
+//	   --metrics-addr, a value out of range), each named with the value
+//	   it got;
 //	3  the pass stopped at --max-keys or --timeout with nothing failed
 //	   (the next run continues where it stopped).
 //
@@ -127,36 +128,39 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	if err := checkEtcd(); err != nil {
-		return c, err
-	}
-	switch {
-	case c.cleaner.MaxKeys < 0, c.cleaner.Timeout < 0, c.cleaner.Interval <= 0, c.electionTTL <= 0:
-		return c, errors.New("--max-keys, --timeout, --interval and --election-ttl must not be negative (--interval, --election-ttl above 0)")
-	case c.etcd.DialTimeout <= 0:
-		return c, errors.New("--etcd-dial-timeout must be above 0")
-	case c.cleaner.GC.Grace <= 0, c.cleaner.GC.Interval <= 0:
-		return c, errors.New("--gc-grace and --gc-interval must be above 0")
-	case c.cleaner.GC.DeleteRate < 0, math.IsNaN(c.cleaner.GC.DeleteRate):
-		return c, fmt.Errorf("--gc-delete-rate=%v must be a number, not negative (0: no bound)", c.cleaner.GC.DeleteRate)
-	case c.etcd.DialKeepAliveTimeout < 0:
-		return c, fmt.Errorf("--etcd-keepalive-timeout=%v must not be negative", c.etcd.DialKeepAliveTimeout)
-	case c.cleaner.SweepGrace <= 0:
+	// Every problem, each naming its flag and the value it got.
+	errs := []error{checkEtcd()}
+	for _, p := range []struct {
+		bad bool
+		msg string
+	}{
+		{c.cleaner.MaxKeys < 0, fmt.Sprintf("--max-keys=%d must not be negative (0: no bound)", c.cleaner.MaxKeys)},
+		{c.cleaner.Timeout < 0, fmt.Sprintf("--timeout=%v must not be negative (0: none)", c.cleaner.Timeout)},
+		{c.cleaner.Interval <= 0, fmt.Sprintf("--interval=%v must be above 0", c.cleaner.Interval)},
+		{c.electionTTL <= 0, fmt.Sprintf("--election-ttl=%d must be above 0", c.electionTTL)},
+		{c.etcd.DialTimeout <= 0, fmt.Sprintf("--etcd-dial-timeout=%v must be above 0", c.etcd.DialTimeout)},
+		{c.cleaner.GC.Grace <= 0, fmt.Sprintf("--gc-grace=%v must be above 0", c.cleaner.GC.Grace)},
+		{c.cleaner.GC.Interval <= 0, fmt.Sprintf("--gc-interval=%v must be above 0", c.cleaner.GC.Interval)},
+		{c.cleaner.GC.DeleteRate < 0 || math.IsNaN(c.cleaner.GC.DeleteRate), fmt.Sprintf("--gc-delete-rate=%v must be a number, not negative (0: no bound)", c.cleaner.GC.DeleteRate)},
+		{c.etcd.DialKeepAliveTimeout < 0, fmt.Sprintf("--etcd-keepalive-timeout=%v must not be negative", c.etcd.DialKeepAliveTimeout)},
 		// The library's negative grace (none) is for tests; a live
 		// installation always needs one, and 0 would be read as the default.
-		return c, fmt.Errorf("--sweep-grace=%v must be above 0", c.cleaner.SweepGrace)
-	case c.cleaner.RepositoryCreationTimeout <= 0:
-		return c, fmt.Errorf("--repository-creation-timeout=%v must be above 0", c.cleaner.RepositoryCreationTimeout)
+		{c.cleaner.SweepGrace <= 0, fmt.Sprintf("--sweep-grace=%v must be above 0", c.cleaner.SweepGrace)},
+		{c.cleaner.RepositoryCreationTimeout <= 0, fmt.Sprintf("--repository-creation-timeout=%v must be above 0", c.cleaner.RepositoryCreationTimeout)},
+	} {
+		if p.bad {
+			errs = append(errs, errors.New(p.msg))
+		}
 	}
 	if c.metricsAddr != "" {
 		if _, _, err := net.SplitHostPort(c.metricsAddr); err != nil {
-			return c, fmt.Errorf("--metrics-addr=%q: want host:port (as :9090): %v", c.metricsAddr, err)
+			errs = append(errs, fmt.Errorf("--metrics-addr=%q: want host:port (as :9090): %v", c.metricsAddr, err))
 		}
 	}
 	if _, err := zapcore.ParseLevel(c.logLevel); err != nil {
-		return c, fmt.Errorf("--log-level: %w", err)
+		errs = append(errs, fmt.Errorf("--log-level: %w", err))
 	}
-	return c, nil
+	return c, errors.Join(errs...)
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
@@ -169,8 +173,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return exitOK
 	}
 	if err != nil {
-		// No log yet: the same last line, in plain text.
-		fmt.Fprintf(stderr, "cleaner: exit %d: %v\n", exitUsage, err)
+		// No log yet: the same last line, in plain text, with every
+		// problem on it.
+		fmt.Fprintf(stderr, "cleaner: exit %d: %s\n", exitUsage, strings.ReplaceAll(err.Error(), "\n", "; "))
 		return exitUsage
 	}
 	level, _ := zapcore.ParseLevel(cfg.logLevel)

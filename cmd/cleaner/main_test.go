@@ -334,3 +334,26 @@ func TestBadDurationSaysWhatADurationIs(t *testing.T) {
 		t.Fatalf("exit %d; stderr: %s", code, errOut.String())
 	}
 }
+
+// TestEachBadFlagNamedWithItsValue: flags checked alike are refused one by
+// one, each naming its flag and the value it got, all of them on the one
+// last line.
+func TestEachBadFlagNamedWithItsValue(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := run(t.Context(), []string{"--etcd-endpoints=x:2379", "--max-keys=-1", "--interval=0s", "--election-ttl=0", "--gc-grace=0s", "--etcd-dial-timeout=-1s", "--etcd-cert=c.pem"}, noEnv, &out, &errOut)
+	last := lastLine(errOut.String())
+	if code != exitUsage || !strings.HasPrefix(last, "cleaner: exit 2: ") {
+		t.Fatalf("exit %d; stderr: %s", code, errOut.String())
+	}
+	for _, want := range []string{"--max-keys=-1 must not be negative", "--interval=0s must be above 0", "--election-ttl=0 must be above 0",
+		"--gc-grace=0s must be above 0", "--etcd-dial-timeout=-1s must be above 0", `--etcd-cert="c.pem" given without --etcd-key`} {
+		if !strings.Contains(last, want) {
+			t.Errorf("last line %q does not say %q", last, want)
+		}
+	}
+	for _, notAtFault := range []string{"--timeout", "--gc-interval"} {
+		if strings.Contains(last, notAtFault) {
+			t.Errorf("last line %q names %s, which is not at fault", last, notAtFault)
+		}
+	}
+}

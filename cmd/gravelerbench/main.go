@@ -157,8 +157,25 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	if !c.embedded && c.baselineOnly && c.etcd == "" {
 		errs = append(errs, errors.New("--baseline-only needs --etcd or --embedded"))
 	}
-	if c.readers <= 0 || c.committers <= 0 || c.keySize <= 0 || c.valueSize < 0 || c.duration <= 0 || c.preload <= 0 || c.stage <= 0 || c.conns <= 0 || c.etcdConns <= 0 || c.pairs <= 0 || c.warmup < 0 {
-		errs = append(errs, errors.New("counts, sizes and --duration must be positive"))
+	// --readers, --writers and --sizes are checked above.
+	for _, p := range []struct {
+		bad bool
+		msg string
+	}{
+		{c.committers <= 0, fmt.Sprintf("--committers=%d must be above 0", c.committers)},
+		{c.keySize <= 0, fmt.Sprintf("--key-size=%d must be above 0", c.keySize)},
+		{c.valueSize < 0, fmt.Sprintf("--value-size=%d must not be negative", c.valueSize)},
+		{c.duration <= 0, fmt.Sprintf("--duration=%v must be above 0", c.duration)},
+		{c.preload <= 0, fmt.Sprintf("--preload=%d must be above 0", c.preload)},
+		{c.stage <= 0, fmt.Sprintf("--stage=%d must be above 0", c.stage)},
+		{c.conns <= 0, fmt.Sprintf("--conns=%d must be above 0", c.conns)},
+		{c.etcdConns <= 0, fmt.Sprintf("--etcd-conns=%d must be above 0", c.etcdConns)},
+		{c.pairs <= 0, fmt.Sprintf("--pairs=%d must be above 0", c.pairs)},
+		{c.warmup < 0, fmt.Sprintf("--warmup=%v must not be negative", c.warmup)},
+	} {
+		if p.bad {
+			errs = append(errs, errors.New(p.msg))
+		}
 	}
 	return c, errors.Join(errs...)
 }

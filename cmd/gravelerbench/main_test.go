@@ -171,3 +171,20 @@ func TestParseFlagsExplainsBadDuration(t *testing.T) {
 		t.Fatalf("--duration 10: %v", err)
 	}
 }
+
+// TestParseFlagsNamesEachFlagAtFault: each bad count or size is refused
+// naming its flag and value, not as "counts, sizes and --duration".
+func TestParseFlagsNamesEachFlagAtFault(t *testing.T) {
+	_, err := parseFlags([]string{"--embedded", "--committers", "0", "--duration", "0s", "--warmup", "-1s"}, io.Discard)
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, want := range []string{"--committers=0 must be above 0", "--duration=0s must be above 0", "--warmup=-1s must not be negative"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q does not say %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "--pairs") {
+		t.Errorf("%q names --pairs, which is not at fault", err)
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -50,7 +51,7 @@ func TestParseRejectsBadConfig(t *testing.T) {
 	if !errors.Is(err, daemon.ErrInvalidConfig) {
 		t.Fatalf("got %v", err)
 	}
-	for _, want := range []string{"TLS certificate and key", "listen address", "storage namespace", "/nonexistent/cert.pem"} {
+	for _, want := range []string{`--tls-cert="/nonexistent/cert.pem" given without --tls-key`, "listen address", "storage namespace", "/nonexistent/cert.pem"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}
@@ -260,5 +261,49 @@ func TestParseRefusesMalformedEtcdEndpoint(t *testing.T) {
 	}
 	if _, err := parse([]string{"--etcd-endpoints=http://127.0.0.1:1"}, env, io.Discard); err != nil {
 		t.Errorf("well-formed endpoint: %v", err)
+	}
+}
+
+// TestParseNamesEachFlagAtFault: settings checked alike are reported one
+// by one, each naming its flag and the value it got, not as one message
+// listing several flags without their values.
+func TestParseNamesEachFlagAtFault(t *testing.T) {
+	none := func(string) string { return "" }
+	_, err := parse([]string{"--shutdown-timeout=-1s", "--default-call-timeout=-2s"}, none, io.Discard)
+	if !errors.Is(err, daemon.ErrInvalidConfig) {
+		t.Fatalf("negative timeouts: %v", err)
+	}
+	for _, want := range []string{"--shutdown-timeout=-1s must not be negative", "--default-call-timeout=-2s must not be negative"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q does not say %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "health interval") {
+		t.Errorf("%q names a setting that is not at fault", err)
+	}
+	_, err = parse([]string{"--default-call-timeout=-2s"}, none, io.Discard)
+	if err == nil || strings.Contains(err.Error(), "shutdown") {
+		t.Errorf("only --default-call-timeout negative: %v", err)
+	}
+
+	dir := t.TempDir()
+	key := filepath.Join(dir, "k.pem")
+	if err := os.WriteFile(key, []byte("pem"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--tls-key=" + key}, fmt.Sprintf("--tls-key=%q given without --tls-cert", key)},
+		{[]string{"--etcd-endpoints=https://e:2379", "--etcd-key=" + key}, fmt.Sprintf("--etcd-key=%q given without --etcd-cert", key)},
+		{[]string{"--etcd-endpoints=https://e:2379", "--etcd-username=ops"}, `--etcd-username="ops" given without --etcd-password`},
+		{[]string{"--etcd-endpoints=https://e:2379", "--etcd-password=s3cret"}, "--etcd-password given without --etcd-username"},
+		{[]string{"--etcd-ca=" + key, "--etcd-username=ops", "--etcd-password=s3cret"}, "--etcd-ca, --etcd-username, --etcd-password given without --etcd-endpoints"},
+	} {
+		_, err := parse(tc.args, none, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("%v: %v, want %q (and no password)", tc.args, err, tc.want)
+		}
 	}
 }

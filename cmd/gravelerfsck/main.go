@@ -9,7 +9,7 @@
 //
 //	0  healthy: every check was made and found nothing;
 //	1  problems found (the report lists them, with what to do);
-//	2  bad flags;
+//	2  bad flags (each named with the value it got, on stderr);
 //	3  the check could not complete (etcd unreachable within
 //	   --etcd-dial-timeout, a read failed, the revision was compacted, a
 //	   blob could not be read); the last line on stderr says why, and the
@@ -116,24 +116,35 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	if err := checkEtcd(); err != nil {
-		return c, err
+	// Every problem, each naming its flag and the value it got.
+	errs := []error{checkEtcd()}
+	for _, p := range []struct {
+		bad bool
+		msg string
+	}{
+		{c.output != "text" && c.output != "json", fmt.Sprintf("-o %q: want text or json", c.output)},
+		{c.fsck.ConnectTimeout <= 0, fmt.Sprintf("--etcd-dial-timeout=%v must be above 0", c.fsck.ConnectTimeout)},
+		{c.fsck.RequestTimeout <= 0, fmt.Sprintf("--etcd-request-timeout=%v must be above 0", c.fsck.RequestTimeout)},
+		{c.fsck.Parallel <= 0, fmt.Sprintf("--parallel=%d must be above 0", c.fsck.Parallel)},
+		{c.fsck.MaxSealedTokens <= 0, fmt.Sprintf("--max-sealed-tokens=%d must be above 0", c.fsck.MaxSealedTokens)},
+		{c.fsck.MaxTombstones <= 0, fmt.Sprintf("--max-tombstones=%d must be above 0", c.fsck.MaxTombstones)},
+		{c.fsck.EtcdQuotaBytes <= 0, fmt.Sprintf("--etcd-quota-bytes=%d must be above 0", c.fsck.EtcdQuotaBytes)},
+		{c.fsck.RepositoryCreationTimeout <= 0, fmt.Sprintf("--repository-creation-timeout=%v must be above 0", c.fsck.RepositoryCreationTimeout)},
+		{c.fsck.DeletingTimeout <= 0, fmt.Sprintf("--deleting-timeout=%v must be above 0", c.fsck.DeletingTimeout)},
+		{c.timeout < 0, fmt.Sprintf("--timeout=%v must not be negative (0: none)", c.timeout)},
+	} {
+		if p.bad {
+			errs = append(errs, errors.New(p.msg))
+		}
 	}
-	switch {
-	case c.output != "text" && c.output != "json":
-		return c, fmt.Errorf("-o %q: want text or json", c.output)
-	case c.fsck.ConnectTimeout <= 0, c.fsck.RequestTimeout <= 0:
-		return c, errors.New("--etcd-dial-timeout and --etcd-request-timeout must be above 0")
-	case c.fsck.Parallel <= 0, c.fsck.MaxSealedTokens <= 0, c.fsck.MaxTombstones <= 0, c.fsck.EtcdQuotaBytes <= 0:
-		return c, errors.New("--parallel, --max-sealed-tokens, --max-tombstones and --etcd-quota-bytes must be above 0")
-	case c.fsck.RepositoryCreationTimeout <= 0, c.fsck.DeletingTimeout <= 0, c.timeout < 0:
-		return c, errors.New("--repository-creation-timeout and --deleting-timeout must be above 0, --timeout not negative")
+	if _, err := zapcore.ParseLevel(c.logLevel); err != nil {
+		errs = append(errs, fmt.Errorf("--log-level: %w", err))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return c, err
 	}
 	if c.fsck.OrphanGrace == 0 {
 		c.fsck.OrphanGrace = -1 // 0 on the command line means none, as negative does
-	}
-	if _, err := zapcore.ParseLevel(c.logLevel); err != nil {
-		return c, fmt.Errorf("--log-level: %w", err)
 	}
 	// The client's own dial bound: the check's connect deadline.
 	c.etcd.DialTimeout = c.fsck.ConnectTimeout
@@ -151,7 +162,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return exitHealthy
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "gravelerfsck:", err)
+		fmt.Fprintln(stderr, "gravelerfsck:", strings.ReplaceAll(err.Error(), "\n", "\ngravelerfsck: "))
 		return exitUsage
 	}
 	level, _ := zapcore.ParseLevel(cfg.logLevel)

@@ -201,3 +201,23 @@ func TestBadDurationSaysWhatADurationIs(t *testing.T) {
 		t.Errorf("GRAVELER_ORPHAN_GRACE=1d: exit %d, stderr %q", code, errOut)
 	}
 }
+
+// TestEachBadFlagNamedWithItsValue: flags checked alike are refused one by
+// one, each naming its flag and the value it got.
+func TestEachBadFlagNamedWithItsValue(t *testing.T) {
+	code, _, errOut := fsckRun(t, nil, "--etcd-endpoints", "http://127.0.0.1:1", "--parallel", "0", "--max-tombstones", "-1", "--etcd-dial-timeout", "0s", "--timeout", "-1s")
+	if code != exitUsage {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	for _, want := range []string{"gravelerfsck: --parallel=0 must be above 0", "gravelerfsck: --max-tombstones=-1 must be above 0",
+		"gravelerfsck: --etcd-dial-timeout=0s must be above 0", "gravelerfsck: --timeout=-1s must not be negative"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr %q does not say %q", errOut, want)
+		}
+	}
+	for _, notAtFault := range []string{"--max-sealed-tokens", "--etcd-request-timeout", "--deleting-timeout"} {
+		if strings.Contains(errOut, notAtFault) {
+			t.Errorf("stderr %q names %s, which is not at fault", errOut, notAtFault)
+		}
+	}
+}

@@ -147,7 +147,8 @@ const (
 )
 
 // Validate fills in defaults and checks every setting, reporting all
-// problems at once.
+// problems at once, each naming the one setting at fault (by its gravelerd
+// flag where several are alike) and the value it got.
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) {
@@ -187,14 +188,31 @@ func (c *Config) Validate() error {
 			bad("empty etcd endpoint")
 		}
 	}
-	if (c.Etcd.CertFile == "") != (c.Etcd.KeyFile == "") {
-		bad("etcd client certificate and key must be given together")
+	switch {
+	case c.Etcd.CertFile != "" && c.Etcd.KeyFile == "":
+		bad("--etcd-cert=%q given without --etcd-key", c.Etcd.CertFile)
+	case c.Etcd.KeyFile != "" && c.Etcd.CertFile == "":
+		bad("--etcd-key=%q given without --etcd-cert", c.Etcd.KeyFile)
 	}
-	if (c.Etcd.Username == "") != (c.Etcd.Password == "") {
-		bad("etcd username and password must be given together")
+	switch {
+	case c.Etcd.Username != "" && c.Etcd.Password == "":
+		bad("--etcd-username=%q given without --etcd-password", c.Etcd.Username)
+	case c.Etcd.Password != "" && c.Etcd.Username == "":
+		bad("--etcd-password given without --etcd-username")
 	}
-	if len(c.Etcd.Endpoints) == 0 && (c.Etcd.CAFile != "" || c.Etcd.CertFile != "" || c.Etcd.Username != "") {
-		bad("etcd TLS or credentials given without etcd endpoints (the embedded etcd takes none)")
+	if len(c.Etcd.Endpoints) == 0 {
+		var given []string
+		for _, f := range []struct{ flag, value string }{
+			{"--etcd-ca", c.Etcd.CAFile}, {"--etcd-cert", c.Etcd.CertFile}, {"--etcd-key", c.Etcd.KeyFile},
+			{"--etcd-username", c.Etcd.Username}, {"--etcd-password", c.Etcd.Password},
+		} {
+			if f.value != "" {
+				given = append(given, f.flag)
+			}
+		}
+		if len(given) > 0 {
+			bad("%s given without --etcd-endpoints (the embedded etcd takes no TLS files or credentials)", strings.Join(given, ", "))
+		}
 	}
 	if c.StorageNamespaceRoot == "" {
 		c.StorageNamespaceRoot = "file://" + filepath.ToSlash(filepath.Join(c.DataDir, "blobs"))
@@ -217,11 +235,14 @@ func (c *Config) Validate() error {
 	if c.RangeMemoryBytes < 0 {
 		bad("range memory cache size %d is negative", c.RangeMemoryBytes)
 	}
-	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
-		bad("TLS certificate and key must be given together")
+	switch {
+	case c.TLSCertFile != "" && c.TLSKeyFile == "":
+		bad("--tls-cert=%q given without --tls-key", c.TLSCertFile)
+	case c.TLSKeyFile != "" && c.TLSCertFile == "":
+		bad("--tls-key=%q given without --tls-cert", c.TLSKeyFile)
 	}
 	if c.TLSClientCAFile != "" && c.TLSCertFile == "" {
-		bad("a TLS client CA (mTLS) needs a TLS certificate and key")
+		bad("--tls-client-ca=%q (mTLS) needs --tls-cert and --tls-key", c.TLSClientCAFile)
 	}
 	for _, f := range []struct{ what, path string }{
 		{"etcd CA", c.Etcd.CAFile}, {"etcd certificate", c.Etcd.CertFile}, {"etcd key", c.Etcd.KeyFile},
@@ -276,8 +297,14 @@ func (c *Config) Validate() error {
 	if c.AccessLog < server.AccessLogSampled || c.AccessLog > server.AccessLogOff {
 		bad("access log mode %v: want off, sampled or all", c.AccessLog)
 	}
-	if c.ShutdownTimeout < 0 || c.HealthInterval < 0 || c.DefaultCallTimeout < 0 {
-		bad("shutdown timeout, health interval and default call timeout must not be negative")
+	if c.ShutdownTimeout < 0 {
+		bad("--shutdown-timeout=%v must not be negative", c.ShutdownTimeout)
+	}
+	if c.HealthInterval < 0 {
+		bad("health interval %v must not be negative", c.HealthInterval)
+	}
+	if c.DefaultCallTimeout < 0 {
+		bad("--default-call-timeout=%v must not be negative", c.DefaultCallTimeout)
 	}
 	return errors.Join(errs...)
 }

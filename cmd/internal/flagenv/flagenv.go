@@ -221,7 +221,7 @@ func EtcdTLS(endpoints []string, caFile, certFile, keyFile string) error {
 // EtcdFlags registers the connection flags the cleaner and gravelerfsck
 // share on fs, writing into cfg (--etcd-endpoints, --etcd-prefix, TLS,
 // user and password). Call the function it returns after Parse: it sets
-// cfg.Endpoints and checks the flags, naming the one at fault.
+// cfg.Endpoints and checks the flags, naming each one at fault.
 func EtcdFlags(fs *flag.FlagSet, cfg *etcdkv.Config) func() error {
 	var endpoints string
 	fs.StringVar(&endpoints, "etcd-endpoints", "", "comma-separated etcd endpoints (required)")
@@ -232,25 +232,30 @@ func EtcdFlags(fs *flag.FlagSet, cfg *etcdkv.Config) func() error {
 	fs.StringVar(&cfg.Username, "etcd-username", "", "etcd username")
 	fs.StringVar(&cfg.Password, "etcd-password", "", "etcd password (prefer the environment variable)")
 	return func() error {
+		var errs []error
 		var err error
-		if cfg.Endpoints, err = EtcdEndpoints(endpoints); err != nil {
-			return err
+		switch cfg.Endpoints, err = EtcdEndpoints(endpoints); {
+		case err != nil:
+			errs = append(errs, err)
+		case len(cfg.Endpoints) == 0:
+			errs = append(errs, errors.New("--etcd-endpoints is required"))
+		default:
+			errs = append(errs, EtcdTLS(cfg.Endpoints, cfg.TLS.CAFile, cfg.TLS.CertFile, cfg.TLS.KeyFile))
 		}
-		if err := EtcdTLS(cfg.Endpoints, cfg.TLS.CAFile, cfg.TLS.CertFile, cfg.TLS.KeyFile); err != nil {
-			return err
-		}
-		if len(cfg.Endpoints) == 0 {
-			return errors.New("--etcd-endpoints is required")
-		}
-		if err := EtcdPrefix(cfg.Prefix); err != nil {
-			return err
+		errs = append(errs, EtcdPrefix(cfg.Prefix))
+		switch {
+		case cfg.TLS.CertFile != "" && cfg.TLS.KeyFile == "":
+			errs = append(errs, fmt.Errorf("--etcd-cert=%q given without --etcd-key", cfg.TLS.CertFile))
+		case cfg.TLS.KeyFile != "" && cfg.TLS.CertFile == "":
+			errs = append(errs, fmt.Errorf("--etcd-key=%q given without --etcd-cert", cfg.TLS.KeyFile))
 		}
 		switch {
-		case (cfg.TLS.CertFile == "") != (cfg.TLS.KeyFile == ""):
-			return errors.New("--etcd-cert and --etcd-key must be given together")
-		case (cfg.Username == "") != (cfg.Password == ""):
-			return errors.New("--etcd-username and --etcd-password must be given together")
+		case cfg.Username != "" && cfg.Password == "":
+			errs = append(errs, fmt.Errorf("--etcd-username=%q given without --etcd-password", cfg.Username))
+		case cfg.Password != "" && cfg.Username == "":
+			// Not the value: it is a secret.
+			errs = append(errs, errors.New("--etcd-password given without --etcd-username"))
 		}
-		return nil
+		return errors.Join(errs...)
 	}
 }

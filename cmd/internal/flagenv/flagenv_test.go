@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"graveler/etcdkv"
 )
 
 func TestParse(t *testing.T) {
@@ -146,5 +148,35 @@ func TestParseExplainsBadDuration(t *testing.T) {
 	}
 	if want := "Usage of t:\n  -shutdown-timeout duration\n    \tbound on draining (default 30s)\n"; help.String() != want {
 		t.Errorf("help %q, want %q", help.String(), want)
+	}
+}
+
+// TestEtcdFlagsNamesEachFlagAtFault: a half pair names the flag given and
+// its value (never the password's), and every problem is reported.
+func TestEtcdFlagsNamesEachFlagAtFault(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--etcd-endpoints=a:1", "--etcd-cert=c.pem"}, []string{`--etcd-cert="c.pem" given without --etcd-key`}},
+		{[]string{"--etcd-endpoints=a:1", "--etcd-key=k.pem"}, []string{`--etcd-key="k.pem" given without --etcd-cert`}},
+		{[]string{"--etcd-endpoints=a:1", "--etcd-username=ops"}, []string{`--etcd-username="ops" given without --etcd-password`}},
+		{[]string{"--etcd-prefix=/", "--etcd-password=s3cret"}, []string{"--etcd-endpoints is required", "--etcd-prefix", "--etcd-password given without --etcd-username"}},
+	} {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		var cfg etcdkv.Config
+		check := EtcdFlags(fs, &cfg)
+		if err := Parse(fs, tc.args, nil); err != nil {
+			t.Fatal(err)
+		}
+		err := check()
+		for _, want := range tc.want {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%v: %v, want %q", tc.args, err, want)
+			}
+		}
+		if err != nil && strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("%v: %q shows the password", tc.args, err)
+		}
 	}
 }
