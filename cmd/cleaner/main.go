@@ -61,6 +61,7 @@ import (
 	"graveler/etcdkv"
 	"graveler/graveler/committed"
 	"graveler/graveler/ref"
+	"graveler/internal/hostport"
 )
 
 func main() {
@@ -153,8 +154,8 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 		}
 	}
 	if c.metricsAddr != "" {
-		if _, _, err := net.SplitHostPort(c.metricsAddr); err != nil {
-			errs = append(errs, fmt.Errorf("--metrics-addr=%q: want host:port (as :9090): %v", c.metricsAddr, err))
+		if _, _, err := hostport.Split(c.metricsAddr, 0); err != nil {
+			errs = append(errs, fmt.Errorf("--metrics-addr=%q (as :9090): %v", c.metricsAddr, err))
 		}
 	}
 	if _, err := zapcore.ParseLevel(c.logLevel); err != nil {

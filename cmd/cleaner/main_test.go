@@ -315,6 +315,8 @@ func TestBadValuesAreBadFlags(t *testing.T) {
 		"--repository-creation-timeout=0s",
 		"--gc-delete-rate=NaN",
 		"--metrics-addr=nocolon",
+		"--metrics-addr=:90900",
+		"--metrics-addr=:http",
 	} {
 		var out, errOut bytes.Buffer
 		code := run(t.Context(), []string{"--etcd-endpoints=http://127.0.0.1:1", "--etcd-dial-timeout=200ms", extra}, noEnv, &out, &errOut)

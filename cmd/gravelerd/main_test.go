@@ -51,7 +51,7 @@ func TestParseRejectsBadConfig(t *testing.T) {
 	if !errors.Is(err, daemon.ErrInvalidConfig) {
 		t.Fatalf("got %v", err)
 	}
-	for _, want := range []string{`--tls-cert="/nonexistent/cert.pem" given without --tls-key`, "listen address", "storage namespace", "/nonexistent/cert.pem"} {
+	for _, want := range []string{`--tls-cert="/nonexistent/cert.pem" given without --tls-key`, `--listen="nocolon"`, "storage namespace", "/nonexistent/cert.pem"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}
@@ -305,5 +305,38 @@ func TestParseNamesEachFlagAtFault(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "s3cret") {
 			t.Errorf("%v: %v, want %q (and no password)", tc.args, err, tc.want)
 		}
+	}
+}
+
+// TestParseRefusesListenAddressOutOfRange: a listen address whose port is
+// out of range, not a number or missing is a bad flag (exit 2) naming the
+// flag and the value, not a failure to bind after start; the forms
+// gravelerd binds (port 0 for any, no host for every interface, IPv6,
+// names) are accepted.
+func TestParseRefusesListenAddressOutOfRange(t *testing.T) {
+	none := func(string) string { return "" }
+	for _, flag := range []string{"--listen", "--metrics-listen"} {
+		// parse, not run: an address accepted by mistake would start a daemon.
+		for _, addr := range []string{"127.0.0.1:70000", ":-1", "127.0.0.1:http", "127.0.0.1", "127.0.0.1:", "::1:7070"} {
+			_, err := parse([]string{flag + "=" + addr}, none, io.Discard)
+			if want := fmt.Sprintf("%s=%q", flag, addr); !errors.Is(err, daemon.ErrInvalidConfig) || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s=%s: %v; want an error naming %s", flag, addr, err, want)
+			}
+		}
+		for _, addr := range []string{"127.0.0.1:0", ":7070", "[::1]:7070", "localhost:7071", "0.0.0.0:65535"} {
+			if _, err := parse([]string{flag + "=" + addr}, none, io.Discard); err != nil {
+				t.Errorf("%s=%s: %v", flag, addr, err)
+			}
+		}
+	}
+	// A port out of range fails to bind after start: the data dir keeps
+	// the embedded etcd such a start makes out of the package's directory.
+	var errOut strings.Builder
+	if code := run([]string{"--listen=127.0.0.1:70000", "--data-dir=" + t.TempDir()}, io.Discard, &errOut); code != 2 || !strings.Contains(errOut.String(), `--listen="127.0.0.1:70000"`) {
+		t.Errorf("--listen=127.0.0.1:70000: exit %d, stderr %q; want 2 naming the flag", code, errOut.String())
+	}
+	env := map[string]string{"GRAVELER_METRICS_LISTEN": ":90900"}
+	if _, err := parse(nil, func(k string) string { return env[k] }, io.Discard); err == nil || !strings.Contains(err.Error(), `--metrics-listen=":90900"`) {
+		t.Errorf("GRAVELER_METRICS_LISTEN=:90900: %v", err)
 	}
 }

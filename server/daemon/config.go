@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"graveler/graveler"
+	"graveler/internal/hostport"
 	"graveler/kv"
 	"graveler/server"
 )
@@ -157,8 +157,10 @@ func (c *Config) Validate() error {
 	if c.ListenAddr == "" {
 		c.ListenAddr = DefaultListenAddr
 	}
-	if _, _, err := net.SplitHostPort(c.ListenAddr); err != nil {
-		bad("listen address %q: %v", c.ListenAddr, err)
+	// Checked here rather than when bound, so that a port out of range is a
+	// bad flag naming it, not a failure to start.
+	if _, _, err := hostport.Split(c.ListenAddr, 0); err != nil {
+		bad("--listen=%q: %v", c.ListenAddr, err)
 	}
 	if c.DataDir == "" {
 		c.DataDir = DefaultDataDir
@@ -257,8 +259,8 @@ func (c *Config) Validate() error {
 		}
 	}
 	if c.MetricsAddr != "" {
-		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
-			bad("metrics address %q: %v", c.MetricsAddr, err)
+		if _, _, err := hostport.Split(c.MetricsAddr, 0); err != nil {
+			bad("--metrics-listen=%q: %v", c.MetricsAddr, err)
 		}
 	}
 	if c.MaxRecvMsgSize == 0 {

@@ -11,13 +11,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
 	"graveler/etcdkv"
+	"graveler/internal/hostport"
 )
 
 // Name is the environment variable of a flag.
@@ -171,15 +170,12 @@ func checkEndpoint(e string) error {
 		}
 		hostPort = u.Host
 	}
-	host, port, err := net.SplitHostPort(hostPort)
+	host, _, err := hostport.Split(hostPort, 1)
 	if err != nil {
-		return fmt.Errorf("want host:port: %v", err)
+		return err
 	}
 	if host == "" {
 		return errors.New("no host")
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return fmt.Errorf("port %q is not a number from 1 to 65535", port)
 	}
 	return nil
 }
