@@ -15,8 +15,10 @@
 //	2  bad flags or an invalid configuration (every problem is listed),
 //	   among them an --etcd-endpoints value that names no endpoint or a
 //	   malformed one (no port, a scheme other than http, https, unix or
-//	   unixs), and a --listen or --metrics-listen that is not host:port
-//	   with a port from 0 (any free port) to 65535.
+//	   unixs), a --listen or --metrics-listen that is not host:port
+//	   with a port from 0 (any free port) to 65535, and the two naming
+//	   the same port on one host (or on a wildcard host: empty, 0.0.0.0
+//	   or ::).
 //
 // An external etcd that is well named but does not answer does not end
 // it: gravelerd listens, its health service reports NOT_SERVING and calls

@@ -324,7 +324,8 @@ func TestParseRefusesListenAddressOutOfRange(t *testing.T) {
 			}
 		}
 		for _, addr := range []string{"127.0.0.1:0", ":7070", "[::1]:7070", "localhost:7071", "0.0.0.0:65535"} {
-			if _, err := parse([]string{flag + "=" + addr}, none, io.Discard); err != nil {
+			// The other listener on a port of its own.
+			if _, err := parse([]string{"--listen=127.0.0.1:7000", flag + "=" + addr}, none, io.Discard); err != nil {
 				t.Errorf("%s=%s: %v", flag, addr, err)
 			}
 		}
@@ -338,5 +339,42 @@ func TestParseRefusesListenAddressOutOfRange(t *testing.T) {
 	env := map[string]string{"GRAVELER_METRICS_LISTEN": ":90900"}
 	if _, err := parse(nil, func(k string) string { return env[k] }, io.Discard); err == nil || !strings.Contains(err.Error(), `--metrics-listen=":90900"`) {
 		t.Errorf("GRAVELER_METRICS_LISTEN=:90900: %v", err)
+	}
+}
+
+// TestParseRefusesMetricsOnTheListenPort: --metrics-listen naming the port
+// --listen binds, on the same host or a wildcard one, is a bad flag naming
+// both, not "address already in use" after start; port 0 (any free port)
+// twice, other ports, and distinct hosts are accepted.
+func TestParseRefusesMetricsOnTheListenPort(t *testing.T) {
+	none := func(string) string { return "" }
+	for _, tc := range [][2]string{
+		{"127.0.0.1:7070", "127.0.0.1:7070"},
+		{"LOCALHOST:7070", "localhost:7070"},
+		{":7070", "127.0.0.1:7070"},
+		{"127.0.0.1:7070", "0.0.0.0:7070"},
+		{"[::1]:7070", "[::]:7070"},
+		{"[::1]:7070", "[0:0:0:0:0:0:0:1]:7070"},
+	} {
+		// parse, not run: a pair accepted by mistake would start a daemon.
+		_, err := parse([]string{"--listen=" + tc[0], "--metrics-listen=" + tc[1]}, none, io.Discard)
+		want := fmt.Sprintf("--metrics-listen=%q and --listen=%q would both bind port 7070", tc[1], tc[0])
+		if !errors.Is(err, daemon.ErrInvalidConfig) || !strings.Contains(err.Error(), want) {
+			t.Errorf("--listen=%s --metrics-listen=%s: %v; want %q", tc[0], tc[1], err, want)
+		}
+	}
+	env := map[string]string{"GRAVELER_METRICS_LISTEN": "127.0.0.1:7070"} // --listen's default
+	if _, err := parse(nil, func(k string) string { return env[k] }, io.Discard); err == nil || !strings.Contains(err.Error(), "--listen=") {
+		t.Errorf("GRAVELER_METRICS_LISTEN on the default --listen: %v", err)
+	}
+	for _, tc := range [][2]string{
+		{"127.0.0.1:0", "127.0.0.1:0"},
+		{":7070", ":9090"},
+		{"127.0.0.1:7070", "[::1]:7070"},
+		{"127.0.0.1:7070", "127.0.0.2:7070"},
+	} {
+		if _, err := parse([]string{"--listen=" + tc[0], "--metrics-listen=" + tc[1]}, none, io.Discard); err != nil {
+			t.Errorf("--listen=%s --metrics-listen=%s: %v", tc[0], tc[1], err)
+		}
 	}
 }

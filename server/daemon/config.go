@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -261,6 +262,12 @@ func (c *Config) Validate() error {
 	if c.MetricsAddr != "" {
 		if _, _, err := hostport.Split(c.MetricsAddr, 0); err != nil {
 			bad("--metrics-listen=%q: %v", c.MetricsAddr, err)
+		} else if port, wildcard, same := sameListener(c.ListenAddr, c.MetricsAddr); same {
+			how := ""
+			if wildcard {
+				how = " (a host left empty, 0.0.0.0 or :: takes the port on every address)"
+			}
+			bad("--metrics-listen=%q and --listen=%q would both bind port %d%s: give the metrics listener a port of its own", c.MetricsAddr, c.ListenAddr, port, how)
 		}
 	}
 	if c.MaxRecvMsgSize == 0 {
@@ -309,4 +316,26 @@ func (c *Config) Validate() error {
 		bad("--default-call-timeout=%v must not be negative", c.DefaultCallTimeout)
 	}
 	return errors.Join(errs...)
+}
+
+// sameListener reports whether listeners on a and b would take the same
+// port, which the second then fails to bind ("address already in use")
+// after start: the same non-zero port on the same host, or with either
+// host a wildcard, which Go binds on every address, IPv4 and IPv6 alike.
+// Names are not resolved: "localhost" and "127.0.0.1" are left to the bind.
+func sameListener(a, b string) (port int, wildcard, same bool) {
+	ha, pa, err1 := hostport.Split(a, 0)
+	hb, pb, err2 := hostport.Split(b, 0)
+	if err1 != nil || err2 != nil || pa != pb || pa == 0 {
+		return 0, false, false
+	}
+	isWildcard := func(h string) bool {
+		ip := net.ParseIP(h)
+		return h == "" || ip != nil && ip.IsUnspecified()
+	}
+	if isWildcard(ha) || isWildcard(hb) {
+		return pa, true, true
+	}
+	ia, ib := net.ParseIP(ha), net.ParseIP(hb)
+	return pa, false, strings.EqualFold(ha, hb) || ia != nil && ia.Equal(ib)
 }
