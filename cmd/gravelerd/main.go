@@ -91,7 +91,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (daemon.
 	fs.Var(&c.AccessLog, "access-log", "which calls are logged (`mode`): sampled (the default: failed and slow calls, and one in 100 others), all, or off (only calls that failed on the server's side); health checks never")
 	fs.DurationVar(&c.SlowCallThreshold, "slow-call-threshold", time.Second, "unary calls that take longer are logged at warn unless --access-log=off (negative: none)")
 	fs.DurationVar(&c.GCGrace, "gc-grace", committed.DefaultGCGrace, "the cleaner's --gc-grace (it must be at least this): commits refresh reused committed objects older than half of it")
-	fs.IntVar(&c.MaxRecvMsgSize, "max-recv-msg-size", 4<<20, "largest request message in bytes; a larger one is answered RESOURCE_EXHAUSTED")
+	fs.IntVar(&c.MaxRecvMsgSize, "max-recv-msg-size", 4<<20, fmt.Sprintf("largest request message in bytes; a larger one is answered RESOURCE_EXHAUSTED (at least %d, so that the largest commit fits)", daemon.MinMaxRecvMsgSize))
 	fs.DurationVar(&c.DefaultCallTimeout, "default-call-timeout", 0, "bound on unary calls that arrive without a deadline (0: none)")
 	fs.DurationVar(&shutdown, "shutdown-timeout", 30*time.Second, "bound on draining in-flight calls at shutdown")
 	fs.DurationVar(&c.BranchCacheTTL, "branch-cache-ttl", graveler.DefaultBranchCacheTTL, "how stale a writer's first branch read may be (negative: no cache)")

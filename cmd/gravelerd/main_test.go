@@ -10,6 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
+	pb "graveler/api/graveler/v1"
+	"graveler/client"
 	"graveler/etcdkv"
 	"graveler/graveler"
 	"graveler/graveler/committed"
@@ -375,6 +379,47 @@ func TestParseRefusesMetricsOnTheListenPort(t *testing.T) {
 	} {
 		if _, err := parse([]string{"--listen=" + tc[0], "--metrics-listen=" + tc[1]}, none, io.Discard); err != nil {
 			t.Errorf("--listen=%s --metrics-listen=%s: %v", tc[0], tc[1], err)
+		}
+	}
+}
+
+// TestParseRefusesTinyMaxRecvMsgSize: a --max-recv-msg-size below what the
+// largest request within graveler's limits takes (after which every such
+// call fails RESOURCE_EXHAUSTED) is a bad flag naming the flag, the value
+// and the least; the least fits the largest PutEntry, Commit and Merge.
+func TestParseRefusesTinyMaxRecvMsgSize(t *testing.T) {
+	none := func(string) string { return "" }
+	// parse, not run: a value accepted by mistake would start a daemon.
+	for _, v := range []int{1, 64 << 10, daemon.MinMaxRecvMsgSize - 1, -1} {
+		_, err := parse([]string{fmt.Sprint("--max-recv-msg-size=", v)}, none, io.Discard)
+		want := fmt.Sprintf("--max-recv-msg-size=%d is below %d", v, daemon.MinMaxRecvMsgSize)
+		if !errors.Is(err, daemon.ErrInvalidConfig) || !strings.Contains(err.Error(), want) {
+			t.Errorf("--max-recv-msg-size=%d: %v, want %q", v, err, want)
+		}
+	}
+	if c, err := parse([]string{fmt.Sprint("--max-recv-msg-size=", daemon.MinMaxRecvMsgSize)}, none, io.Discard); err != nil || c.MaxRecvMsgSize != daemon.MinMaxRecvMsgSize {
+		t.Errorf("--max-recv-msg-size at the least: %d, %v", c.MaxRecvMsgSize, err)
+	}
+
+	branch := client.Branch(strings.Repeat("r", graveler.MaxRepositoryIDLen), strings.Repeat("b", graveler.MaxBranchIDLen))
+	// A commit's content at graveler's limit: the longest message, and a
+	// committer taking the rest of MaxCommitUserBytes.
+	msg := strings.Repeat("m", graveler.MaxCommitMessageLen)
+	committer := strings.Repeat("c", graveler.MaxCommitUserBytes-graveler.CommitUserBytes(msg, "", nil)-4)
+	if n := graveler.CommitUserBytes(msg, committer, nil); n != graveler.MaxCommitUserBytes || graveler.ValidateCommitContent(msg, committer, nil) != nil {
+		t.Fatalf("the largest commit takes %d bytes, want %d", n, graveler.MaxCommitUserBytes)
+	}
+	opts := &pb.CommitOptions{Message: msg, Committer: committer, AllowEmpty: true}
+	for _, req := range []proto.Message{
+		&pb.PutEntryRequest{Branch: branch, IfAbsent: true, Entry: &pb.Entry{
+			Key:   make([]byte, graveler.MaxKeyLen),
+			Value: &pb.Value{Identity: make([]byte, graveler.MaxIdentityLen), Data: make([]byte, graveler.MaxValueDataLen)},
+		}},
+		&pb.CommitRequest{Branch: branch, Options: opts},
+		&pb.MergeRequest{Destination: branch, SourceRef: strings.Repeat("s", graveler.MaxRefLen), Options: opts, Strategy: pb.MergeStrategy_MERGE_STRATEGY_SOURCE_WINS, NoFf: true},
+	} {
+		if n := proto.Size(req); n > daemon.MinMaxRecvMsgSize {
+			t.Errorf("the largest %s takes %d bytes, over the least --max-recv-msg-size %d", proto.MessageName(req).Name(), n, daemon.MinMaxRecvMsgSize)
 		}
 	}
 }

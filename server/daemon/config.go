@@ -83,7 +83,8 @@ type Config struct {
 	// Off by default: a profile costs CPU and shows internals, and the
 	// metrics port is often reachable from more places than it should be.
 	EnablePprof bool
-	// MaxRecvMsgSize bounds a request message (default 4 MiB).
+	// MaxRecvMsgSize bounds a request message (default 4 MiB; at least
+	// MinMaxRecvMsgSize).
 	MaxRecvMsgSize int
 	// DefaultCallTimeout bounds unary calls that arrive without a deadline
 	// (0: no bound; a client's own deadline always applies).
@@ -145,6 +146,13 @@ const (
 	DefaultDataDir        = "graveler-data"
 	DefaultRangeCacheSize = 1 << 30
 	DefaultEtcdPrefix     = "/graveler"
+	// MinMaxRecvMsgSize is the least MaxRecvMsgSize (1 MiB + 3 KiB): below
+	// it a request within graveler's own limits would be refused for its
+	// size. The largest is a commit (or a merge, revert or cherry-pick)
+	// whose message, committer and metadata take graveler.MaxCommitUserBytes,
+	// with its branch and ref names (under 1 KiB) and framing; a PutEntry
+	// with the longest key, identity and data takes about half of it.
+	MinMaxRecvMsgSize = graveler.MaxCommitUserBytes + 4<<10
 )
 
 // Validate fills in defaults and checks every setting, reporting all
@@ -273,8 +281,8 @@ func (c *Config) Validate() error {
 	if c.MaxRecvMsgSize == 0 {
 		c.MaxRecvMsgSize = 4 << 20
 	}
-	if c.MaxRecvMsgSize < 0 {
-		bad("max receive message size %d is negative", c.MaxRecvMsgSize)
+	if c.MaxRecvMsgSize < MinMaxRecvMsgSize {
+		bad("--max-recv-msg-size=%d is below %d, the largest request within graveler's limits (a commit with the most message, committer and metadata it takes, and its names)", c.MaxRecvMsgSize, MinMaxRecvMsgSize)
 	}
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = 30 * time.Second
