@@ -72,13 +72,13 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (daemon.
 	fs.StringVar(&c.Etcd.Username, "etcd-username", "", "etcd username")
 	fs.StringVar(&c.Etcd.Password, "etcd-password", "", "etcd password (prefer the environment variable)")
 	fs.StringVar(&c.Etcd.Prefix, "etcd-prefix", daemon.DefaultEtcdPrefix, "root prefix of every key in etcd")
-	fs.DurationVar(&dialTimeout, "etcd-dial-timeout", 5*time.Second, "etcd dial timeout")
+	fs.DurationVar(&dialTimeout, "etcd-dial-timeout", 5*time.Second, "etcd dial timeout (above 0)")
 	fs.DurationVar(&c.Etcd.RequestTimeout, "etcd-request-timeout", etcdkv.DefaultRequestTimeout, "bound on each attempt of an etcd request: a read that runs out is sent again, a write settled, so a stopped member costs a call at most this (negative: only the call's deadline)")
 	fs.DurationVar(&c.Etcd.KeepAliveTime, "etcd-keepalive-time", etcdkv.DefaultDialKeepAliveTime, "silence on a connection with requests in flight before the client pings the etcd member (at least 10s; negative: no pings)")
 	fs.DurationVar(&c.Etcd.KeepAliveTimeout, "etcd-keepalive-timeout", etcdkv.DefaultDialKeepAliveTimeout, "unanswered ping after which the connection to an etcd member is closed")
 	fs.StringVar(&c.StorageNamespaceRoot, "storage-namespace-root", "", "default blob store root for new repositories (default file://<data-dir>/blobs)")
 	fs.StringVar(&c.RangeCacheDir, "range-cache-dir", "", "range cache directory, for S3 namespaces (file:// ones are read in place; default <data-dir>/cache)")
-	fs.Int64Var(&cacheSize, "range-cache-size", daemon.DefaultRangeCacheSize, "range cache size in bytes")
+	fs.Int64Var(&cacheSize, "range-cache-size", daemon.DefaultRangeCacheSize, "range cache size in bytes (above 0: the cache cannot be turned off)")
 	fs.IntVar(&c.NodeCacheBytes, "node-cache-bytes", committed.DefaultNodeCacheBytes, "in-memory cache of decoded inner nodes of committed trees, by their stored bytes (decoded, a node takes about 1.5 times that in memory); a commit reads the nodes above its changes that it does not hold")
 	fs.IntVar(&c.RangeMemoryBytes, "range-memory-cache-bytes", committed.DefaultRangeCacheBytes, "in-memory cache of decoded ranges of committed trees, by their stored bytes (--range-cache-size is the on-disk cache, for S3)")
 	fs.StringVar(&c.TLSCertFile, "tls-cert", "", "TLS certificate file for the gRPC listener")
@@ -93,7 +93,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (daemon.
 	fs.DurationVar(&c.GCGrace, "gc-grace", committed.DefaultGCGrace, "the cleaner's --gc-grace (it must be at least this): commits refresh reused committed objects older than half of it")
 	fs.IntVar(&c.MaxRecvMsgSize, "max-recv-msg-size", 4<<20, fmt.Sprintf("largest request message in bytes; a larger one is answered RESOURCE_EXHAUSTED (at least %d, so that the largest commit fits)", daemon.MinMaxRecvMsgSize))
 	fs.DurationVar(&c.DefaultCallTimeout, "default-call-timeout", 0, "bound on unary calls that arrive without a deadline (0: none)")
-	fs.DurationVar(&shutdown, "shutdown-timeout", 30*time.Second, "bound on draining in-flight calls at shutdown")
+	fs.DurationVar(&shutdown, "shutdown-timeout", 30*time.Second, "bound on draining in-flight calls at shutdown (above 0)")
 	fs.DurationVar(&c.BranchCacheTTL, "branch-cache-ttl", graveler.DefaultBranchCacheTTL, "how stale a writer's first branch read may be (negative: no cache)")
 	fs.DurationVar(&c.ReadWindow, "read-window", 0, "amortized branch/repository reads: 0 shares in-flight reads with no added wait, >0 waits that long to batch, <0 off")
 	fs.IntVar(&c.MaxSealedTokens, "max-sealed-tokens", graveler.DefaultMaxSealedTokens, "bound on a branch's sealed staging tokens before a commit absorbs them")
@@ -126,11 +126,28 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (daemon.
 	if err := flagenv.EtcdTLS(c.Etcd.Endpoints, c.Etcd.CAFile, c.Etcd.CertFile, c.Etcd.KeyFile); err != nil {
 		return c, err
 	}
+	// The configuration reads 0 as its default for these, which an
+	// operator writing 0 would not expect (no bound, no cache, "stop at
+	// once"); none of those exists, so 0 is refused rather than replaced.
+	var errs []error
+	for _, z := range []struct {
+		zero bool
+		msg  string
+	}{
+		{dialTimeout == 0, "--etcd-dial-timeout=0s must be above 0 (leave it out for 5s)"},
+		{cacheSize == 0, fmt.Sprintf("--range-cache-size=0 must be above 0: the range cache cannot be turned off (leave it out for %d, 1 GiB)", daemon.DefaultRangeCacheSize)},
+		{shutdown == 0, "--shutdown-timeout=0s must be above 0 (leave it out for 30s)"},
+		{c.MaxRecvMsgSize == 0, fmt.Sprintf("--max-recv-msg-size=0 must be at least %d (leave it out for 4 MiB)", daemon.MinMaxRecvMsgSize)},
+	} {
+		if z.zero {
+			errs = append(errs, fmt.Errorf("%w: %s", daemon.ErrInvalidConfig, z.msg))
+		}
+	}
 	c.Etcd.DialTimeout = dialTimeout
 	c.RangeCacheSize = cacheSize
 	c.ShutdownTimeout = shutdown
 	c.CommitPacing.Off = !pacing
-	return c, c.Validate()
+	return c, errors.Join(append(errs, c.Validate())...)
 }
 
 func run(args []string, stdout, stderr io.Writer) int {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -420,6 +421,47 @@ func TestParseRefusesTinyMaxRecvMsgSize(t *testing.T) {
 	} {
 		if n := proto.Size(req); n > daemon.MinMaxRecvMsgSize {
 			t.Errorf("the largest %s takes %d bytes, over the least --max-recv-msg-size %d", proto.MessageName(req).Name(), n, daemon.MinMaxRecvMsgSize)
+		}
+	}
+}
+
+// TestParseRefusesZeroForFlagsWithoutNone: 0 for a flag whose setting
+// reads 0 as its default (and that has no "none" to mean) is refused,
+// naming the flag and the default to leave it out for, on the command line
+// and in the variable alike, instead of silently becoming the default.
+func TestParseRefusesZeroForFlagsWithoutNone(t *testing.T) {
+	none := func(string) string { return "" }
+	for _, tc := range []struct{ arg, want string }{
+		{"--shutdown-timeout=0", "--shutdown-timeout=0s must be above 0 (leave it out for 30s)"},
+		{"--etcd-dial-timeout=0s", "--etcd-dial-timeout=0s must be above 0 (leave it out for 5s)"},
+		{"--range-cache-size=0", "--range-cache-size=0 must be above 0"},
+		{"--max-recv-msg-size=0", fmt.Sprintf("--max-recv-msg-size=0 must be at least %d", daemon.MinMaxRecvMsgSize)},
+	} {
+		// parse, not run: a value accepted by mistake would start a daemon.
+		_, err := parse([]string{tc.arg}, none, io.Discard)
+		if !errors.Is(err, daemon.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.arg, err, tc.want)
+		}
+	}
+	env := map[string]string{"GRAVELER_SHUTDOWN_TIMEOUT": "0s", "GRAVELER_RANGE_CACHE_SIZE": "0"}
+	_, err := parse(nil, func(k string) string { return env[k] }, io.Discard)
+	for _, want := range []string{"--shutdown-timeout=0s", "--range-cache-size=0"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("variables at 0: %v, want %q", err, want)
+		}
+	}
+	c, err := parse([]string{"--shutdown-timeout=1s", "--etcd-dial-timeout=1s", "--range-cache-size=1", "--max-recv-msg-size=8388608"}, none, io.Discard)
+	if err != nil || c.ShutdownTimeout != time.Second || c.Etcd.DialTimeout != time.Second || c.RangeCacheSize != 1 || c.MaxRecvMsgSize != 8<<20 {
+		t.Errorf("small positive values: %+v, %v", c, err)
+	}
+	var help bytes.Buffer
+	if code := run([]string{"--help"}, io.Discard, &help); code != 0 {
+		t.Fatalf("--help: exit %d", code)
+	}
+	for _, f := range []string{"shutdown-timeout", "etcd-dial-timeout", "range-cache-size"} {
+		_, usage, _ := strings.Cut(help.String(), "  -"+f+" ")
+		if usage, _, _ = strings.Cut(usage, "\n  -"); !strings.Contains(usage, "(above 0") {
+			t.Errorf("--help of -%s does not say it must be above 0: %q", f, usage)
 		}
 	}
 }
