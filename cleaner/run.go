@@ -35,8 +35,17 @@ type EtcdElector struct {
 
 var _ Elector = (*EtcdElector)(nil)
 
+// MaxElectionTTL is the longest lease etcd grants, in seconds (its
+// server's lease.MaxLeaseTTL): an EtcdElector asking for a longer one is
+// refused with ErrElectionRefused.
+const MaxElectionTTL = 9_000_000_000
+
+// ErrElectionRefused: etcd refuses the election for a reason no retry
+// changes (the lease's TTL is over MaxElectionTTL), so Run stops.
+var ErrElectionRefused = errors.New("cleaner: election refused")
+
 // NewEtcdElector campaigns under key (ElectionKey(root) by convention) as
-// id, with a lease of ttlSeconds (default 15).
+// id, with a lease of ttlSeconds (default 15; at most MaxElectionTTL).
 func NewEtcdElector(cli *clientv3.Client, key, id string, ttlSeconds int) *EtcdElector {
 	if ttlSeconds <= 0 {
 		ttlSeconds = 15
@@ -59,6 +68,9 @@ func (e *EtcdElector) Campaign(ctx context.Context) (context.Context, func(), er
 	// The session outlives ctx so that resign can still revoke its lease
 	// (handing over at once instead of after the TTL); resign closes it.
 	s, err := concurrency.NewSession(e.cli, concurrency.WithTTL(e.ttl), concurrency.WithContext(context.WithoutCancel(ctx)))
+	if errors.Is(err, rpctypes.ErrLeaseTTLTooLarge) {
+		return nil, nil, fmt.Errorf("%w: etcd grants no lease of %d seconds (at most %d): %w", ErrElectionRefused, e.ttl, MaxElectionTTL, err)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("cleaner: election session: %w", noSpace(err))
 	}
@@ -88,7 +100,9 @@ func (e *EtcdElector) Campaign(ctx context.Context) (context.Context, func(), er
 // Run makes a pass every Config.Interval while this process leads, until
 // ctx ends; it returns nil then. When the election fails because etcd is
 // out of space (kv.ErrQuotaExceeded), it makes passes without leading. Failed passes are logged and counted, and
-// the next one comes at the next interval.
+// the next one comes at the next interval. A failed election is retried,
+// unless it wraps ErrElectionRefused: Run returns that error, since
+// retrying would wait for ever on what only a new configuration changes.
 func (c *Cleaner) Run(ctx context.Context) error {
 	for ctx.Err() == nil {
 		lead, resign := ctx, func() {}
@@ -97,6 +111,9 @@ func (c *Cleaner) Run(ctx context.Context) error {
 			if err != nil {
 				if ctx.Err() != nil {
 					break
+				}
+				if errors.Is(err, ErrElectionRefused) {
+					return err
 				}
 				if errors.Is(err, kv.ErrQuotaExceeded) {
 					// Under NOSPACE etcd grants no lease, so nobody can be

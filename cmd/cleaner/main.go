@@ -17,8 +17,9 @@
 // Any exit but 0, in either mode, ends with the line "cleaner: exit
 // <code>: <why>" on stderr. Without --once it runs a pass every
 // --interval while it leads an election among replicas, and serves
-// Prometheus metrics on --metrics-addr (a daemon that cannot start exits
-// 1, or 2 for bad flags). With --gc a
+// Prometheus metrics on --metrics-addr (a daemon that cannot start, or
+// whose election etcd refuses for good, exits 1, or 2 for bad flags, an
+// --election-ttl above etcd's longest lease among them). With --gc a
 // pass then also collects committed objects no commit references (in
 // daemon mode at most once per --gc-interval); the summary's "gc" object
 // says what it marked, listed, deleted and kept. A collection that could
@@ -116,7 +117,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 	fs.DurationVar(&c.cleaner.GC.Interval, "gc-interval", cleaner.DefaultGCInterval, "least time between two collections in daemon mode")
 	fs.Float64Var(&c.cleaner.GC.DeleteRate, "gc-delete-rate", 0, "most objects deleted per second from the blob store, by --gc and by emptying deleted repositories' namespaces (0: no bound)")
 	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "host:port serving Prometheus /metrics in daemon mode (empty: off)")
-	fs.IntVar(&c.electionTTL, "election-ttl", 15, "seconds a dead leader keeps leadership before another replica takes over")
+	fs.IntVar(&c.electionTTL, "election-ttl", 15, fmt.Sprintf("seconds a dead leader keeps leadership before another replica takes over (1 to %d, etcd's longest lease)", int64(cleaner.MaxElectionTTL)))
 	fs.StringVar(&c.logLevel, "log-level", "info", "least level logged (JSON on stderr): debug, info, warn or error")
 	// Variables become the defaults, so explicit flags win; GRAVELER_VERSION
 	// (or GRAVELER_O) set for another purpose must not change the output.
@@ -139,6 +140,8 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 		{c.cleaner.Timeout < 0, fmt.Sprintf("--timeout=%v must not be negative (0: none)", c.cleaner.Timeout)},
 		{c.cleaner.Interval <= 0, fmt.Sprintf("--interval=%v must be above 0", c.cleaner.Interval)},
 		{c.electionTTL <= 0, fmt.Sprintf("--election-ttl=%d must be above 0", c.electionTTL)},
+		// etcd would refuse the lease on every campaign.
+		{int64(c.electionTTL) > cleaner.MaxElectionTTL, fmt.Sprintf("--election-ttl=%d is above %d, the longest lease etcd grants (in seconds)", c.electionTTL, int64(cleaner.MaxElectionTTL))},
 		{c.etcd.DialTimeout <= 0, fmt.Sprintf("--etcd-dial-timeout=%v must be above 0", c.etcd.DialTimeout)},
 		{c.cleaner.GC.Grace <= 0, fmt.Sprintf("--gc-grace=%v must be above 0", c.cleaner.GC.Grace)},
 		{c.cleaner.GC.Interval <= 0, fmt.Sprintf("--gc-interval=%v must be above 0", c.cleaner.GC.Interval)},

@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/lease"
+	"go.uber.org/zap"
 
 	"graveler/cleaner"
 	"graveler/etcdkv"
@@ -357,5 +361,48 @@ func TestEachBadFlagNamedWithItsValue(t *testing.T) {
 		if strings.Contains(last, notAtFault) {
 			t.Errorf("last line %q names %s, which is not at fault", last, notAtFault)
 		}
+	}
+}
+
+// TestElectionTTLAboveEtcdsLongestLease: an --election-ttl etcd would
+// refuse on every campaign is a bad flag (exit 2) naming the flag, the
+// value and the longest lease, before etcd is dialled; the longest itself
+// is accepted, and MaxElectionTTL is etcd's own.
+func TestElectionTTLAboveEtcdsLongestLease(t *testing.T) {
+	if cleaner.MaxElectionTTL != lease.MaxLeaseTTL {
+		t.Fatalf("cleaner.MaxElectionTTL %d, etcd's lease.MaxLeaseTTL %d", int64(cleaner.MaxElectionTTL), int64(lease.MaxLeaseTTL))
+	}
+	if strconv.IntSize < 64 {
+		t.Skip("an int flag cannot exceed the limit")
+	}
+	var out, errOut bytes.Buffer
+	code := run(t.Context(), []string{"--etcd-endpoints=http://127.0.0.1:1", "--etcd-dial-timeout=200ms", "--election-ttl=9000000001"}, noEnv, &out, &errOut)
+	if want := "--election-ttl=9000000001 is above 9000000000"; code != exitUsage || !strings.Contains(lastLine(errOut.String()), want) {
+		t.Fatalf("exit %d (want %d saying %q); stderr: %s", code, exitUsage, want, errOut.String())
+	}
+	if _, err := parse([]string{"--etcd-endpoints=x:2379", "--election-ttl=9000000000"}, noEnv, io.Discard); err != nil {
+		t.Fatalf("the longest lease: %v", err)
+	}
+}
+
+// TestElectionRefusedByEtcdEnds: when etcd refuses the election's lease
+// for its TTL (here past the flag check), the daemon exits 1 naming it
+// instead of campaigning again for ever.
+func TestElectionRefusedByEtcdEnds(t *testing.T) {
+	if strconv.IntSize < 64 {
+		t.Skip("an int cannot exceed the limit")
+	}
+	srv := etcdkvtest.NewServer(t)
+	cfg, err := parse([]string{"--etcd-endpoints=" + strings.Join(srv.Endpoints(), ","), "--interval=10ms"}, noEnv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ttl := int64(cleaner.MaxElectionTTL) + 1
+	cfg.electionTTL = int(ttl)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	code, why := runLogged(ctx, cfg, zap.NewNop(), io.Discard)
+	if code != exitFailed || !strings.Contains(why, "election refused") || !strings.Contains(why, "9000000001") || ctx.Err() != nil {
+		t.Fatalf("exit %d, %q (ctx %v); want exit %d naming the refused lease, at once", code, why, ctx.Err(), exitFailed)
 	}
 }
