@@ -28,6 +28,8 @@ type memService struct {
 	entries map[string][]byte
 	commits int
 	delay   time.Duration
+	// refuseSets answers every Set as a key over the limit would be.
+	refuseSets bool
 	// commitTime is how long a commit takes, so that the long-commit
 	// scenario has load running while it does however fast the machine is
 	// (a real commit of its 1500 entries can finish before one put does).
@@ -60,6 +62,9 @@ func (m *memService) Set(ctx context.Context, repo graveler.RepositoryID, b grav
 	time.Sleep(m.delay)
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.refuseSets {
+		return graveler.ErrInvalidKey
+	}
 	return m.set(repo, key, v)
 }
 
@@ -207,4 +212,24 @@ func atoi(t *testing.T, s string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestEveryCallFailedFailsTheRun: a run whose writes all fail (here the
+// service refuses every key) prints its table and then fails naming the
+// operation and the codes, instead of exiting 0 with figures of nothing.
+func TestEveryCallFailedFailsTheRun(t *testing.T) {
+	addr, mem := startMemServer(t)
+	mem.refuseSets = true
+	cfg, err := parseFlags([]string{"--server", addr, "--scenario", "staged-writes", "--writers", "2", "--duration", "200ms", "--pairs", "1", "--warmup", "0s"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	err = run(context.Background(), cfg, &out)
+	if err == nil || !strings.Contains(err.Error(), "every graveler.put call failed map[InvalidArgument:") {
+		t.Fatalf("run: %v, want every graveler.put failed with InvalidArgument\n%s", err, out.String())
+	}
+	if row := rows(out.String())["graveler.put"]; row[0] != "0" {
+		t.Fatalf("table row %v, want no successes printed before the error\n%s", row, out.String())
+	}
 }

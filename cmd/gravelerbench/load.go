@@ -185,7 +185,7 @@ func (b *bench) compare(ctx context.Context, what string, clients int, g, raw *s
 	for j, s := range sides {
 		if s != nil {
 			all[j] = summarize(elapsed[j], recs[j]...)
-			printStats(b.out, fmt.Sprintf("%s, %s in %d phases", s.title, elapsed[j].Round(time.Millisecond), pairs), all[j])
+			b.report(fmt.Sprintf("%s, %s in %d phases", s.title, elapsed[j].Round(time.Millisecond), pairs), all[j])
 		}
 	}
 	if len(thr) == 0 {

@@ -24,8 +24,10 @@
 // It exits 0 when the scenario ran (calls that failed under load are
 // counted in its figures, by operation and gRPC code, not fatal), 1 when
 // it could not finish (a target it needs missing, a setup step, a
-// timed commit or a profile write failed; the error is the last line on
-// stderr), and 2 for bad flags.
+// timed commit or a profile write failed) or measured nothing (every call
+// of an operation in a table failed; the tables are printed first), the
+// error being the last line on stderr, and 2 for bad flags (among them a
+// --key-size or --value-size over the server's limits).
 package main
 
 import (
@@ -44,6 +46,7 @@ import (
 	"go.uber.org/zap"
 
 	"graveler/cmd/internal/flagenv"
+	"graveler/graveler"
 )
 
 type config struct {
@@ -103,8 +106,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&writers, "writers", "16", "concurrent writers; a comma-separated list runs the scenario once per count")
 	fs.StringVar(&readers, "readers", "16", "concurrent readers; a comma-separated list runs the reads scenario once per count (other scenarios take the first)")
 	fs.IntVar(&c.committers, "committers", 4, "concurrent committers (small-commits scenarios)")
-	fs.IntVar(&c.keySize, "key-size", 32, "key size in bytes")
-	fs.IntVar(&c.valueSize, "value-size", 128, "value data size in bytes (plus a 16-byte identity)")
+	fs.IntVar(&c.keySize, "key-size", 32, fmt.Sprintf("key size in bytes (at most %d, the server's limit)", graveler.MaxKeyLen))
+	fs.IntVar(&c.valueSize, "value-size", 128, fmt.Sprintf("value data size in bytes, plus a 16-byte identity (at most %d, the server's limit)", graveler.MaxValueDataLen))
 	fs.DurationVar(&c.duration, "duration", 10*time.Second, "measurement time per side of a comparison (split into --pairs phases), or per phase elsewhere")
 	fs.IntVar(&c.pairs, "pairs", 4, "graveler/raw-etcd comparisons: pairs of alternating phases; RATIO quotes the median")
 	fs.DurationVar(&c.warmup, "warmup", time.Second, "graveler/raw-etcd comparisons: unmeasured warm-up of each side (at most one phase)")
@@ -165,6 +168,11 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		{c.committers <= 0, fmt.Sprintf("--committers=%d must be above 0", c.committers)},
 		{c.keySize <= 0, fmt.Sprintf("--key-size=%d must be above 0", c.keySize)},
 		{c.valueSize < 0, fmt.Sprintf("--value-size=%d must not be negative", c.valueSize)},
+		// Over the server's limits every write is INVALID_ARGUMENT. The
+		// value's 16-byte identity is sent apart from its data, far within
+		// its own limit (graveler.MaxIdentityLen).
+		{c.keySize > graveler.MaxKeyLen, fmt.Sprintf("--key-size=%d is over the server's limit on a key, %d bytes", c.keySize, graveler.MaxKeyLen)},
+		{c.valueSize > graveler.MaxValueDataLen, fmt.Sprintf("--value-size=%d is over the server's limit on a value's data, %d bytes (the 16-byte identity is apart)", c.valueSize, graveler.MaxValueDataLen)},
 		{c.duration <= 0, fmt.Sprintf("--duration=%v must be above 0", c.duration)},
 		{c.preload <= 0, fmt.Sprintf("--preload=%d must be above 0", c.preload)},
 		{c.stage <= 0, fmt.Sprintf("--stage=%d must be above 0", c.stage)},
@@ -258,6 +266,13 @@ func run(ctx context.Context, c *config, out io.Writer) error {
 			}
 		}()
 	}
+	if err := b.scenario(ctx, c); err != nil {
+		return err
+	}
+	return b.allCallsFailed()
+}
+
+func (b *bench) scenario(ctx context.Context, c *config) error {
 	switch c.scenario {
 	case "staged-writes":
 		return b.stagedWrites(ctx)

@@ -188,3 +188,23 @@ func TestParseFlagsNamesEachFlagAtFault(t *testing.T) {
 		t.Errorf("%q names --pairs, which is not at fault", err)
 	}
 }
+
+// TestParseFlagsRefusesSizesOverTheServersLimits: a key or value data size
+// the server refuses on every write is a bad flag naming the limit; the
+// limits themselves are accepted.
+func TestParseFlagsRefusesSizesOverTheServersLimits(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--key-size", "1025"}, "--key-size=1025 is over the server's limit on a key, 1024 bytes"},
+		{[]string{"--value-size", "524289"}, "--value-size=524289 is over the server's limit on a value's data, 524288 bytes"},
+	} {
+		if _, err := parseFlags(append([]string{"--embedded"}, tc.args...), io.Discard); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want %q", tc.args, err, tc.want)
+		}
+	}
+	if _, err := parseFlags([]string{"--embedded", "--key-size", "1024", "--value-size", "524288"}, io.Discard); err != nil {
+		t.Errorf("sizes at the limits: %v", err)
+	}
+}

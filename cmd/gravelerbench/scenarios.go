@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
+	"sync"
 	"time"
 )
 
@@ -33,6 +35,34 @@ type bench struct {
 	// embedded: gravelerd and etcd (at endpoints) run in this process.
 	embedded  bool
 	endpoints []string
+	// failed lists the tables with an operation whose every call failed
+	// (report); run then fails.
+	failedMu sync.Mutex
+	failed   []string
+}
+
+// report prints a table of stats and notes each operation of it that
+// never succeeded: its figures time only the error path (a key over the
+// server's limit answers INVALID_ARGUMENT in microseconds), so the run
+// must not end as if it had measured something.
+func (b *bench) report(title string, stats []OpStats) {
+	printStats(b.out, title, stats)
+	b.failedMu.Lock()
+	defer b.failedMu.Unlock()
+	for _, f := range allFailed(stats) {
+		b.failed = append(b.failed, title+": "+f)
+	}
+}
+
+// allCallsFailed is the error of a run with a table whose operation never
+// succeeded, or nil.
+func (b *bench) allCallsFailed() error {
+	b.failedMu.Lock()
+	defer b.failedMu.Unlock()
+	if len(b.failed) == 0 {
+		return nil
+	}
+	return fmt.Errorf("not measured: %s", strings.Join(b.failed, "; "))
 }
 
 func (b *bench) repo(name string) string { return fmt.Sprintf("bench-%s-%s", b.runID, name) }
@@ -191,7 +221,7 @@ func (b *bench) longCommit(ctx context.Context) error {
 
 	recs, el := b.mixed(ctx, repo, b.duration, 0)
 	base := summarize(el, recs...)
-	printStats(b.out, fmt.Sprintf("long-commit: no commit running, %d writers + %d readers", b.writers[0], b.readers), base)
+	b.report(fmt.Sprintf("long-commit: no commit running, %d writers + %d readers", b.writers[0], b.readers), base)
 
 	cctx, stop := context.WithCancel(ctx)
 	var commitTime time.Duration
@@ -211,7 +241,7 @@ func (b *bench) longCommit(ctx context.Context) error {
 		return fmt.Errorf("commit: %w", commitErr)
 	}
 	during := summarize(el, recs...)
-	printStats(b.out, fmt.Sprintf("long-commit: during one commit of %d entries (commit took %s)", b.stage, commitTime.Round(time.Millisecond)), during)
+	b.report(fmt.Sprintf("long-commit: during one commit of %d entries (commit took %s)", b.stage, commitTime.Round(time.Millisecond)), during)
 	for _, op := range []string{"graveler.put", "graveler.get"} {
 		x, ok1 := find(base, op)
 		y, ok2 := find(during, op)
@@ -263,7 +293,7 @@ func (b *bench) smallCommits(ctx context.Context, manyBranches bool) error {
 	if manyBranches {
 		where = fmt.Sprintf("%d branches", b.committers)
 	}
-	printStats(b.out, fmt.Sprintf("small commits on %s: %d committers, %s", where, b.committers, b.duration), summarize(el, recs...))
+	b.report(fmt.Sprintf("small commits on %s: %d committers, %s", where, b.committers, b.duration), summarize(el, recs...))
 	return nil
 }
 

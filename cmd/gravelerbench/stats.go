@@ -145,6 +145,18 @@ func printStats(w io.Writer, title string, stats []OpStats) {
 	tw.Flush()
 }
 
+// allFailed describes each operation of stats that was called and never
+// succeeded, with its errors by gRPC code.
+func allFailed(stats []OpStats) []string {
+	var out []string
+	for _, s := range stats {
+		if s.Count == 0 && s.ErrorCount() > 0 {
+			out = append(out, fmt.Sprintf("every %s call failed %v", s.Op, s.Errors))
+		}
+	}
+	return out
+}
+
 func round(d time.Duration) time.Duration {
 	switch {
 	case d >= time.Second:
