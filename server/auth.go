@@ -46,12 +46,13 @@ func LoadTokens(path string) (*Tokens, error) {
 		return nil, fmt.Errorf("server: tokens file %s: %w", path, err)
 	}
 	if len(t.labels) == 0 {
-		// The usual cause is a deployment's placeholder left unfilled, so
-		// name what to fill: on Kubernetes the file is the key of a Secret
-		// mounted in its directory.
-		return nil, fmt.Errorf("server: tokens file %s holds no token (only blank or # lines): add a line \"<token> <label>\"; "+
-			"with deploy/k8s it is key %q of the Secret graveler-tokens mounted at %s (overlays/s3 makes it from its secrets/tokens file)",
-			path, filepath.Base(path), filepath.Dir(path))
+		// Say what the file must hold wherever it comes from; the usual
+		// cause on Kubernetes is the manifests' placeholder Secret left
+		// unfilled, whose key is the file's name, so name it as a hint.
+		return nil, fmt.Errorf("server: tokens file %s holds no token (it is empty or has only blank and # lines): "+
+			"it must hold one token per line, \"<token> <label>\" (the label is optional); "+
+			"if it is mounted from a Kubernetes Secret, fill the Secret's key %q (with deploy/k8s: the Secret graveler-tokens, which overlays/s3 makes from its secrets/tokens file)",
+			path, filepath.Base(path))
 	}
 	return t, nil
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -93,5 +95,25 @@ func TestBadDurationSaysWhatADurationIs(t *testing.T) {
 	}
 	if _, err := parse(nil, env, io.Discard); err == nil || err.Error() != `GRAVELER_ETCD_DIAL_TIMEOUT="5": not a duration (use a unit: 500ms, 5s, 2m)` {
 		t.Fatalf("GRAVELER_ETCD_DIAL_TIMEOUT=5: %v", err)
+	}
+}
+
+// TestEmptyTokensFileSaysWhatItMustHold: gravelerd started with an empty
+// --tokens-file exits 1 saying what the file must hold, and speaks of a
+// Kubernetes Secret only as a hint for a file mounted from one.
+func TestEmptyTokensFileSaysWhatItMustHold(t *testing.T) {
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens.txt")
+	if err := os.WriteFile(tokens, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var errOut bytes.Buffer
+	code := run([]string{"--tokens-file=" + tokens, "--data-dir=" + filepath.Join(dir, "data"), "--listen=127.0.0.1:0"}, io.Discard, &errOut)
+	msg := errOut.String()
+	if code != 1 || !strings.Contains(msg, tokens+" holds no token") || !strings.Contains(msg, "it must hold one token per line") {
+		t.Fatalf("exit %d, stderr %q", code, msg)
+	}
+	if before, _, _ := strings.Cut(msg, "if it is mounted from a Kubernetes Secret"); strings.Contains(before, "Secret") {
+		t.Fatalf("stderr %q speaks of a Secret as if the file were one", msg)
 	}
 }
