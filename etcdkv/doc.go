@@ -32,9 +32,11 @@
 // smaller page.
 //
 // A stopped member: each attempt of a request is bounded by
-// Config.RequestTimeout (each chunk of a scan, each page or chunk of a
-// drop). A read that runs out is sent again (three attempts at most) and
-// the balancer picks another member for it; a write that runs out is
+// Config.RequestTimeout (each chunk of a scan, the first with the
+// stream's opening, which the client would otherwise hold until a member
+// accepts a connection; each page or chunk of a drop). A read that runs
+// out is sent again (three attempts at most) and the balancer picks
+// another member for it; a write that runs out is
 // settled as ambiguous (below). An attempt that runs out also has every
 // member probed with a linearizable read over a connection of its own,
 // bounded by a quarter of the request timeout (at most 1s); the attempt's
@@ -121,7 +123,8 @@
 // since is kv.ErrAmbiguous (wrapping kv.ErrQuotaExceeded too);
 // oversized requests are rejected before sending with kv.ErrKeyTooLarge or
 // kv.ErrValueTooLarge naming the size and the limit; an unreachable cluster
-// on a read, or a read whose every attempt ran out, is kv.ErrUnavailable;
+// on a read (a scan, a partition listing or drop included), or a read
+// whose every attempt ran out, is kv.ErrUnavailable;
 // a DeadlineExceeded from etcd when the caller's deadline has come (or is
 // a few milliseconds away: etcd, given the deadline, can report it before
 // the caller's context does) is context.DeadlineExceeded instead.

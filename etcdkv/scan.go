@@ -55,9 +55,10 @@ func (s *Store) Scan(ctx context.Context, partition []byte, opts kv.ScanOptions)
 
 // rangeIter walks [from, end) at a revision pinned by the first read,
 // resuming after the last key at the current revision when that revision is
-// compacted, or when a chunk is not answered within Config.RequestTimeout
-// (the member serving it may be stopped; the resumed walk can land on
-// another). Errors are mapped to kv sentinels.
+// compacted, or when a stream's attempt (its opening and first chunk, or a
+// later chunk) is not answered within Config.RequestTimeout (the member
+// serving it may be stopped; the resumed walk can land on another).
+// Errors are mapped to kv sentinels.
 func (s *Store) rangeIter(ctx context.Context, from, end string, keysOnly bool) iter.Seq2[*mvccpb.KeyValue, error] {
 	return func(yield func(*mvccpb.KeyValue, error) bool) {
 		var last []byte
@@ -101,6 +102,9 @@ func (s *Store) rangeIter(ctx context.Context, from, end string, keysOnly bool) 
 				}
 				continue
 			}
+			if errors.Is(err, errAttemptTimeout) {
+				err = s.attemptsRanOut()
+			}
 			yield(nil, readErr(ctx, "range", err))
 			return
 		}
@@ -113,30 +117,53 @@ func isCompacted(err error) bool {
 	return errors.Is(err, rpctypes.ErrCompacted) || errors.Is(err, rpctypes.ErrGRPCCompacted)
 }
 
+// errOpenTimeout ends a stream whose opening ran out of its attempt.
+var errOpenTimeout = errors.New("etcdkv: opening a scan stream ran out of the request timeout")
+
 func (s *Store) rangeStream(ctx context.Context, from, end string, keysOnly bool, emit func(*mvccpb.KeyValue) bool) error {
-	sctx, cancel := context.WithCancel(ctx)
+	sctx, cancel := context.WithCancelCause(ctx)
 	opts := []clientv3.OpOption{clientv3.WithRange(end)}
 	if keysOnly {
 		opts = append(opts, clientv3.WithKeysOnly())
 	}
+	// The opening and the first chunk are one attempt. The client waits
+	// for a ready connection without bound (WaitForReady), so with no
+	// member reachable an unbounded open would last as long as the
+	// caller's context, for ever without a deadline.
+	var openTimer *time.Timer
+	due := time.Now().Add(s.cfg.RequestTimeout)
+	if s.cfg.RequestTimeout > 0 {
+		openTimer = time.AfterFunc(s.cfg.RequestTimeout, func() { cancel(errOpenTimeout) })
+	}
 	ch, err := s.cli.GetStream(sctx, from, opts...)
+	openTimedOut := openTimer != nil && !openTimer.Stop()
 	if err != nil {
-		cancel()
+		cancel(nil)
+		if ctx.Err() == nil && context.Cause(sctx) == errOpenTimeout {
+			s.attemptAbandoned()
+			return fmt.Errorf("%w: opening a scan from %q", errAttemptTimeout, from)
+		}
 		return s.streamFallback(ctx, err, from, end, keysOnly, emit, false)
 	}
 	// The client's stream goroutine blocks sending to ch until it is read:
 	// drain it after cancelling, or it leaks.
 	defer func() {
-		cancel()
+		cancel(nil)
 		for range ch {
 		}
 	}()
-	// Each chunk is one attempt: the wait for it, not the time the caller
-	// spends on the previous one, is bounded by Config.RequestTimeout.
+	if openTimedOut {
+		// Opened as the attempt ran out, and cancelled by it.
+		s.attemptAbandoned()
+		return fmt.Errorf("%w: opening a scan from %q", errAttemptTimeout, from)
+	}
+	// Each later chunk is one attempt: the wait for it, not the time the
+	// caller spends on the previous one, is bounded by
+	// Config.RequestTimeout.
 	var timer *time.Timer
 	var expired <-chan time.Time
 	if s.cfg.RequestTimeout > 0 {
-		timer = time.NewTimer(s.cfg.RequestTimeout)
+		timer = time.NewTimer(time.Until(due))
 		defer timer.Stop()
 		expired = timer.C
 	}

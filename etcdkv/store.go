@@ -322,6 +322,12 @@ func (s *Store) read(ctx context.Context, do func(context.Context) error) error 
 			return err
 		}
 	}
+	return s.attemptsRanOut()
+}
+
+// attemptsRanOut is the error of a read none of whose readAttempts
+// attempts was answered within Config.RequestTimeout.
+func (s *Store) attemptsRanOut() error {
 	return fmt.Errorf("%w: %d attempts of %v each", errAttemptTimeout, readAttempts, s.cfg.RequestTimeout)
 }
 
