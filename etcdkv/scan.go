@@ -57,8 +57,9 @@ func (s *Store) Scan(ctx context.Context, partition []byte, opts kv.ScanOptions)
 // resuming after the last key at the current revision when that revision is
 // compacted, or when a stream's attempt (its opening and first chunk, or a
 // later chunk) is not answered within Config.RequestTimeout (the member
-// serving it may be stopped; the resumed walk can land on another).
-// Errors are mapped to kv sentinels.
+// serving it may be stopped; the resumed walk can land on another). A
+// paged walk is not resumed here: read already sent its page again, and
+// resuming would multiply its attempts. Errors are mapped to kv sentinels.
 func (s *Store) rangeIter(ctx context.Context, from, end string, keysOnly bool) iter.Seq2[*mvccpb.KeyValue, error] {
 	return func(yield func(*mvccpb.KeyValue, error) bool) {
 		var last []byte
@@ -76,8 +77,9 @@ func (s *Store) rangeIter(ctx context.Context, from, end string, keysOnly bool) 
 				}
 				return true
 			}
+			paged := s.noStream.Load()
 			var err error
-			if s.noStream.Load() {
+			if paged {
 				err = s.rangePaged(ctx, from, end, keysOnly, emit)
 			} else {
 				err = s.rangeStream(ctx, from, end, keysOnly, emit)
@@ -85,9 +87,17 @@ func (s *Store) rangeIter(ctx context.Context, from, end string, keysOnly bool) 
 			if stopped || err == nil {
 				return
 			}
+			if errors.Is(err, errUnimplemented) {
+				// Nothing was read yet: the same range, in pages.
+				continue
+			}
 			if isCompacted(err) && restarts < 100 {
 				scanRestarts.Inc()
 				continue
+			}
+			if paged {
+				yield(nil, readErr(ctx, "range", err))
+				return
 			}
 			if progressed {
 				stalls = 0
@@ -111,6 +121,7 @@ func (s *Store) rangeIter(ctx context.Context, from, end string, keysOnly bool) 
 	}
 }
 
+// errUnimplemented: the server has no RangeStream (noStream is now set).
 var errUnimplemented = errors.New("etcdkv: RangeStream unimplemented")
 
 func isCompacted(err error) bool {
@@ -143,7 +154,7 @@ func (s *Store) rangeStream(ctx context.Context, from, end string, keysOnly bool
 			s.attemptAbandoned()
 			return fmt.Errorf("%w: opening a scan from %q", errAttemptTimeout, from)
 		}
-		return s.streamFallback(ctx, err, from, end, keysOnly, emit, false)
+		return s.streamFallback(err, false)
 	}
 	// The client's stream goroutine blocks sending to ch until it is read:
 	// drain it after cancelling, or it leaks.
@@ -181,7 +192,7 @@ func (s *Store) rangeStream(ctx context.Context, from, end string, keysOnly bool
 			return nil
 		}
 		if err := r.Err(); err != nil {
-			return s.streamFallback(ctx, err, from, end, keysOnly, emit, got)
+			return s.streamFallback(err, got)
 		}
 		if r.RangeResponse != nil {
 			s.saw(r.Header)
@@ -198,15 +209,16 @@ func (s *Store) rangeStream(ctx context.Context, from, end string, keysOnly bool
 	}
 }
 
-// streamFallback switches to paged ranges when the server has no RangeStream
-// (etcd before 3.7, or a proxy), remembering it for later scans.
-func (s *Store) streamFallback(ctx context.Context, err error, from, end string, keysOnly bool, emit func(*mvccpb.KeyValue) bool, got bool) error {
+// streamFallback turns a server without RangeStream (etcd before 3.7, or
+// a proxy) answering before any entry into errUnimplemented, remembering
+// it for later scans, which read in pages.
+func (s *Store) streamFallback(err error, got bool) error {
 	if status.Code(err) != codes.Unimplemented || got {
 		return err
 	}
 	s.noStream.Store(true)
 	s.cfg.Logger.Info("etcd server has no RangeStream; scanning in pages (slower for large partitions)")
-	return s.rangePaged(ctx, from, end, keysOnly, emit)
+	return fmt.Errorf("%w: %v", errUnimplemented, err)
 }
 
 // rangePaged walks [from, end) in pages of ScanPageSize keys at the

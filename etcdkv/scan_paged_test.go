@@ -11,6 +11,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"graveler/etcdkv"
 	"graveler/etcdkv/etcdkvtest"
@@ -229,5 +231,53 @@ func TestPagedScanOfLargeValues(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("scanned %d keys, want %d in order", len(got), len(want))
+	}
+}
+
+// noRangeStream is a KV of a server without RangeStream (etcd before 3.7,
+// a proxy): every GetStream is refused Unimplemented.
+type noRangeStream struct {
+	clientv3.KV
+	streams atomic.Int64
+}
+
+func (k *noRangeStream) GetStream(context.Context, string, ...clientv3.OpOption) (clientv3.GetStreamChan, error) {
+	k.streams.Add(1)
+	return nil, status.Error(codes.Unimplemented, "unknown method RangeStream")
+}
+
+// TestScanFallsBackToPages: a scan that meets a server without
+// RangeStream reads the same keys in pages, and later scans go to pages
+// without asking for a stream again.
+func TestScanFallsBackToPages(t *testing.T) {
+	srv := etcdkvtest.NewServer(t)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: srv.Endpoints(), DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	kvc := &noRangeStream{KV: cli.KV}
+	cli.KV = kvc
+	s, err := etcdkv.NewFromClient(cli, etcdkv.Config{ScanPageSize: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for i := range 25 {
+		keys = append(keys, fmt.Sprintf("k%02d", i))
+	}
+	loadKeys(t, cli, s, "p", keys)
+	var pages atomic.Int64
+	defer etcdkv.SetAfterPagedRangeForTest(func(int64) { pages.Add(1) })()
+	for i := range 2 {
+		if got := scanKeys(t, s, "p"); !slices.Equal(got, keys) {
+			t.Fatalf("scan %d without RangeStream: %q, want %q", i, got, keys)
+		}
+	}
+	if n := kvc.streams.Load(); n != 1 {
+		t.Errorf("%d streams asked for, want 1 (the first scan's)", n)
+	}
+	if n := pages.Load(); n < 2*7 {
+		t.Errorf("%d pages read by two scans of 25 keys in pages of 4, want at least 14", n)
 	}
 }

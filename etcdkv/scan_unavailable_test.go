@@ -57,8 +57,8 @@ func firstErr[V any](seq func(func(V, error) bool)) error {
 }
 
 // TestScanUnreachableClusterUnavailable: with no member accepting a
-// connection, every walk of a range (a scan, the cleaner's partition
-// listing, a partition drop) fails as a Get does:
+// connection, every walk of a range (a streamed scan, a paged scan, the
+// cleaner's partition listing, a partition drop) fails as a Get does:
 // kv.ErrUnavailable after three attempts of Config.RequestTimeout each,
 // not at the caller's deadline (nor never, without one). The client waits
 // for a ready connection before it opens a stream, so an unbounded
@@ -68,20 +68,24 @@ func TestScanUnreachableClusterUnavailable(t *testing.T) {
 	endpoint := refusedEndpoint(t)
 	part := []byte("p")
 	ops := []struct {
-		name string
-		do   func(ctx context.Context, s *etcdkv.Store) error
+		name  string
+		paged bool
+		do    func(ctx context.Context, s *etcdkv.Store) error
 	}{
-		{"get", func(ctx context.Context, s *etcdkv.Store) error {
+		{"get", false, func(ctx context.Context, s *etcdkv.Store) error {
 			_, _, err := s.Get(ctx, part, []byte("k"))
 			return err
 		}},
-		{"scan", func(ctx context.Context, s *etcdkv.Store) error {
+		{"scan", false, func(ctx context.Context, s *etcdkv.Store) error {
 			return firstErr(s.Scan(ctx, part, kv.ScanOptions{}))
 		}},
-		{"list_partitions", func(ctx context.Context, s *etcdkv.Store) error {
+		{"scan_paged", true, func(ctx context.Context, s *etcdkv.Store) error {
+			return firstErr(s.Scan(ctx, part, kv.ScanOptions{}))
+		}},
+		{"list_partitions", false, func(ctx context.Context, s *etcdkv.Store) error {
 			return firstErr(s.ListPartitions(ctx, nil))
 		}},
-		{"drop_partition", func(ctx context.Context, s *etcdkv.Store) error {
+		{"drop_partition", false, func(ctx context.Context, s *etcdkv.Store) error {
 			_, err := s.DropPartition(ctx, part)
 			return err
 		}},
@@ -89,6 +93,9 @@ func TestScanUnreachableClusterUnavailable(t *testing.T) {
 	for _, op := range ops {
 		t.Run(op.name, func(t *testing.T) {
 			s := storeOn(t, endpoint, requestTimeout)
+			if op.paged {
+				s.ForcePagedScanForTest()
+			}
 			// Far longer than three attempts: an operation that waits
 			// for its caller's deadline fails here.
 			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
