@@ -1,6 +1,8 @@
 // Command gravelerd is the Graveler gRPC server. With no flags it starts an
 // embedded etcd and a file:// blob store under ./graveler-data and listens
-// on 127.0.0.1:7070. Every flag has a GRAVELER_* environment variable
+// on 127.0.0.1:7070; --embedded-etcd-listen pins the embedded etcd's
+// client address (by default a free loopback port, logged at start), so
+// that the cleaner and gravelerfsck can reach it. Every flag has a GRAVELER_* environment variable
 // (flag --etcd-endpoints: GRAVELER_ETCD_ENDPOINTS); a flag given on the
 // command line wins over its variable. SIGINT/SIGTERM shut down gracefully.
 // --version prints the build's version and exits.
@@ -18,7 +20,9 @@
 //	   unixs), a --listen or --metrics-listen that is not host:port
 //	   with a port from 0 (any free port) to 65535, and the two naming
 //	   the same port on one host (or on a wildcard host: empty, 0.0.0.0
-//	   or ::).
+//	   or ::), and an --embedded-etcd-listen whose host is not
+//	   127.0.0.1, ::1 or localhost, or that is given with
+//	   --etcd-endpoints.
 //
 // An external etcd that is well named but does not answer does not end
 // it: gravelerd listens, its health service reports NOT_SERVING and calls
@@ -66,6 +70,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (daemon.
 	fs.StringVar(&c.ListenAddr, "listen", daemon.DefaultListenAddr, "gRPC listen address")
 	fs.StringVar(&c.DataDir, "data-dir", daemon.DefaultDataDir, "data directory (embedded etcd, file blob store, range cache)")
 	fs.StringVar(&endpoints, "etcd-endpoints", "", "comma-separated etcd endpoints (empty: embedded etcd under the data dir; a list of blanks is refused)")
+	fs.StringVar(&c.EmbeddedEtcdListen, "embedded-etcd-listen", "", "client address of the embedded etcd, `host:port` on 127.0.0.1, ::1 or localhost only (it has no auth), for the cleaner's and gravelerfsck's --etcd-endpoints=http://host:port (empty: a free port on 127.0.0.1, in the \"embedded etcd started\" log line; refused with --etcd-endpoints)")
 	fs.StringVar(&c.Etcd.CAFile, "etcd-ca", "", "etcd CA certificate file")
 	fs.StringVar(&c.Etcd.CertFile, "etcd-cert", "", "etcd client certificate file")
 	fs.StringVar(&c.Etcd.KeyFile, "etcd-key", "", "etcd client key file")

@@ -465,3 +465,45 @@ func TestParseRefusesZeroForFlagsWithoutNone(t *testing.T) {
 		}
 	}
 }
+
+// TestParseEmbeddedEtcdListen: --embedded-etcd-listen (or its variable)
+// pins the embedded etcd's client address on a loopback host; any other
+// host is refused (that etcd has no authentication), as are a malformed
+// address, a port --listen takes, and the flag with --etcd-endpoints,
+// each as an invalid configuration (exit 2) naming the flag.
+func TestParseEmbeddedEtcdListen(t *testing.T) {
+	// parse, not run: a value accepted by mistake would start a daemon.
+	none := func(string) string { return "" }
+	c, err := parse(nil, none, io.Discard)
+	if err != nil || c.EmbeddedEtcdListen != "" {
+		t.Fatalf("default: %q, %v", c.EmbeddedEtcdListen, err)
+	}
+	for _, addr := range []string{"127.0.0.1:23790", "[::1]:23790", "localhost:23790", "127.0.0.1:0"} {
+		c, err := parse([]string{"--embedded-etcd-listen=" + addr}, none, io.Discard)
+		if err != nil || c.EmbeddedEtcdListen != addr {
+			t.Errorf("--embedded-etcd-listen=%s: %q, %v", addr, c.EmbeddedEtcdListen, err)
+		}
+	}
+	env := map[string]string{"GRAVELER_EMBEDDED_ETCD_LISTEN": "127.0.0.1:23791"}
+	if c, err := parse(nil, func(k string) string { return env[k] }, io.Discard); err != nil || c.EmbeddedEtcdListen != "127.0.0.1:23791" {
+		t.Errorf("GRAVELER_EMBEDDED_ETCD_LISTEN: %q, %v", c.EmbeddedEtcdListen, err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--embedded-etcd-listen=0.0.0.0:2379"}, `--embedded-etcd-listen="0.0.0.0:2379": host "0.0.0.0" is not 127.0.0.1, ::1 or localhost`},
+		{[]string{"--embedded-etcd-listen=:2379"}, `--embedded-etcd-listen=":2379": host "" is not 127.0.0.1, ::1 or localhost`},
+		{[]string{"--embedded-etcd-listen=10.0.0.5:2379"}, `host "10.0.0.5" is not 127.0.0.1, ::1 or localhost`},
+		{[]string{"--embedded-etcd-listen=etcd.example.com:2379"}, `host "etcd.example.com" is not`},
+		{[]string{"--embedded-etcd-listen=127.0.0.1"}, `--embedded-etcd-listen="127.0.0.1": want host:port`},
+		{[]string{"--embedded-etcd-listen=127.0.0.1:70000"}, `--embedded-etcd-listen="127.0.0.1:70000": port "70000"`},
+		{[]string{"--embedded-etcd-listen=127.0.0.1:7070"}, `--embedded-etcd-listen="127.0.0.1:7070" and --listen="127.0.0.1:7070" would both bind port 7070`},
+		{[]string{"--embedded-etcd-listen=127.0.0.1:2379", "--etcd-endpoints=http://etcd:2379"}, `--embedded-etcd-listen="127.0.0.1:2379" given with --etcd-endpoints`},
+	} {
+		_, err := parse(tc.args, none, io.Discard)
+		if !errors.Is(err, daemon.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v; want %q", tc.args, err, tc.want)
+		}
+	}
+}

@@ -34,9 +34,11 @@ var ErrStartTimeout = errors.New("embedded etcd: not ready before the start time
 type Config struct {
 	// Dir is the data directory (required).
 	Dir string
-	// ClientAddr is the client listen address; default 127.0.0.1:0 (a free port).
+	// ClientAddr is the client listen address, host:port; default
+	// 127.0.0.1:0. Port 0 is a free port on that host, picked before
+	// etcd starts so that Endpoints names the port it listens on.
 	ClientAddr string
-	// PeerAddr is the peer listen address; default 127.0.0.1:0.
+	// PeerAddr is the peer listen address; default 127.0.0.1:0, as above.
 	PeerAddr string
 	// UnsafeNoFsync skips fsync: for tests only, a crash may lose data.
 	UnsafeNoFsync bool
@@ -61,10 +63,11 @@ type Server struct {
 	closeOnce sync.Once
 }
 
-// freeAddr picks a free loopback port; etcd binds it itself right after, so
-// a rare race with another process is possible and surfaces as a start error.
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+// freeAddr picks a free port on addr's host (addr has port 0); etcd binds
+// it itself right after, so a rare race with another process is possible
+// and surfaces as a start error.
+func freeAddr(addr string) (string, error) {
+	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", err
 	}
@@ -86,8 +89,11 @@ func Start(cfg Config) (*Server, error) {
 	}
 	var err error
 	for _, a := range []*string{&cfg.ClientAddr, &cfg.PeerAddr} {
-		if *a == "" || *a == "127.0.0.1:0" {
-			if *a, err = freeAddr(); err != nil {
+		if *a == "" {
+			*a = "127.0.0.1:0"
+		}
+		if _, port, perr := net.SplitHostPort(*a); perr == nil && port == "0" {
+			if *a, err = freeAddr(*a); err != nil {
 				return nil, fmt.Errorf("embedded etcd: free port: %w", err)
 			}
 		}

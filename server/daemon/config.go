@@ -121,6 +121,13 @@ type Config struct {
 	// share an etcd transaction (0: staging.DefaultFencedBatchSize). Keep
 	// it below etcd's --max-txn-ops less 2.
 	FencedBatchSize int
+	// EmbeddedEtcdListen is the embedded etcd's client address, host:port
+	// on loopback (127.0.0.1, ::1 or localhost: that etcd has no
+	// authentication and no TLS), so that the cleaner and gravelerfsck can
+	// be pointed at http://<it> (default: 127.0.0.1 on a free port, named
+	// by the "embedded etcd started" log line). Only without
+	// Etcd.Endpoints.
+	EmbeddedEtcdListen string
 	// EmbeddedEtcdUnsafeNoFsync and EmbeddedEtcdFast are for tests.
 	EmbeddedEtcdUnsafeNoFsync bool
 	EmbeddedEtcdFast          bool
@@ -224,6 +231,21 @@ func (c *Config) Validate() error {
 		if len(given) > 0 {
 			bad("%s given without --etcd-endpoints (the embedded etcd takes no TLS files or credentials)", strings.Join(given, ", "))
 		}
+	} else if c.EmbeddedEtcdListen != "" {
+		bad("--embedded-etcd-listen=%q given with --etcd-endpoints: there is no embedded etcd to place", c.EmbeddedEtcdListen)
+	}
+	if c.EmbeddedEtcdListen != "" {
+		if host, _, err := hostport.Split(c.EmbeddedEtcdListen, 0); err != nil {
+			bad("--embedded-etcd-listen=%q: %v", c.EmbeddedEtcdListen, err)
+		} else if !loopbackHost(host) {
+			bad("--embedded-etcd-listen=%q: host %q is not 127.0.0.1, ::1 or localhost: the embedded etcd has no authentication and no TLS, so it listens on loopback only", c.EmbeddedEtcdListen, host)
+		} else {
+			for _, other := range []struct{ flag, addr string }{{"--listen", c.ListenAddr}, {"--metrics-listen", c.MetricsAddr}} {
+				if port, _, same := sameListener(c.EmbeddedEtcdListen, other.addr); other.addr != "" && same {
+					bad("--embedded-etcd-listen=%q and %s=%q would both bind port %d: give the embedded etcd a port of its own", c.EmbeddedEtcdListen, other.flag, other.addr, port)
+				}
+			}
+		}
 	}
 	if c.StorageNamespaceRoot == "" {
 		c.StorageNamespaceRoot = "file://" + filepath.ToSlash(filepath.Join(c.DataDir, "blobs"))
@@ -324,6 +346,12 @@ func (c *Config) Validate() error {
 		bad("--default-call-timeout=%v must not be negative", c.DefaultCallTimeout)
 	}
 	return errors.Join(errs...)
+}
+
+// loopbackHost reports whether a listen address's host is one of the
+// loopback names the embedded etcd may listen on.
+func loopbackHost(host string) bool {
+	return host == "127.0.0.1" || host == "::1" || strings.EqualFold(host, "localhost")
 }
 
 // sameListener reports whether listeners on a and b would take the same

@@ -3,11 +3,13 @@ package daemon_test
 import (
 	"context"
 	"errors"
+	"net"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
@@ -58,5 +60,41 @@ func TestVersionAtStart(t *testing.T) {
 	resp, err := dial(t, srv.Addr).GetServerVersion(t.Context(), &pb.GetServerVersionRequest{})
 	if err != nil || resp.GetVersion() != buildinfo.Version || resp.GetGoVersion() != runtime.Version() {
 		t.Fatalf("GetServerVersion: %v, %v", resp, err)
+	}
+}
+
+// TestEmbeddedEtcdOnPinnedAddress: with EmbeddedEtcdListen the embedded
+// etcd serves on that address, which the start log line names, so that
+// the cleaner and gravelerfsck can be given it as their endpoint; the
+// data gravelerd writes is there under its prefix.
+func TestEmbeddedEtcdOnPinnedAddress(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	core, logs := observer.New(zapcore.InfoLevel)
+	srv := daemontest.Start(t, func(c *daemon.Config) {
+		c.EmbeddedEtcdListen = addr
+		c.Logger = zap.New(core)
+	})
+	endpoint := "http://" + addr
+	if started := logs.FilterMessage("embedded etcd started").FilterField(zap.Strings("endpoints", []string{endpoint})); started.Len() != 1 {
+		t.Fatalf("no start line naming %s: %v", endpoint, logs.FilterMessage("embedded etcd started").All())
+	}
+	if _, err := dial(t, srv.Addr).CreateRepository(t.Context(), &pb.CreateRepositoryRequest{RepositoryId: "pinned"}); err != nil {
+		t.Fatal(err)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	resp, err := cli.Get(ctx, daemon.DefaultEtcdPrefix+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil || resp.Count == 0 {
+		t.Fatalf("keys under %s/ at %s: %v, %v", daemon.DefaultEtcdPrefix, endpoint, resp, err)
 	}
 }

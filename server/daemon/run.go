@@ -99,6 +99,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		defer unlock()
 		srv, err := embedded.Start(embedded.Config{
 			Dir:           filepath.Join(cfg.DataDir, "etcd"),
+			ClientAddr:    cfg.EmbeddedEtcdListen,
 			UnsafeNoFsync: cfg.EmbeddedEtcdUnsafeNoFsync,
 			Fast:          cfg.EmbeddedEtcdFast,
 		})
