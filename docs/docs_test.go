@@ -5,6 +5,7 @@
 package docs_test
 
 import (
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -18,6 +19,7 @@ import (
 
 	"graveler/etcdkv"
 	"graveler/etcdkv/etcdkvtest"
+	"graveler/graveler/staging"
 	"graveler/keys"
 )
 
@@ -354,3 +356,18 @@ func TestCorrectnessTableNamesRealTests(t *testing.T) {
 }
 
 var testFuncRE = regexp.MustCompile(`(?m)^func ((?:Test|test)[A-Za-z0-9_]+)\(`)
+
+// TestFencedBatchSizeRangeDocumented checks that the tuning table gives
+// --fenced-batch-size the range gravelerd accepts.
+func TestFencedBatchSizeRangeDocumented(t *testing.T) {
+	doc := read(t, "operations.md")
+	for _, line := range strings.Split(doc, "\n") {
+		if strings.HasPrefix(line, "| `--fenced-batch-size` |") {
+			if want := fmt.Sprintf("1 to %d", staging.MaxFencedBatchSize); !strings.Contains(line, want) {
+				t.Errorf("operations.md's --fenced-batch-size row does not say %q: %s", want, line)
+			}
+			return
+		}
+	}
+	t.Error("operations.md has no --fenced-batch-size row")
+}

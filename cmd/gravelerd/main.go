@@ -106,7 +106,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (daemon.
 	fs.BoolVar(&pacing, "commit-pacing", true, "pace a commit's read of its staged entries by the latency of the staged writes this server sees, so that a long commit spares the writers (false: only --commit-read-rate)")
 	fs.Float64Var(&c.CommitPacing.Floor, "commit-pace-floor", graveler.DefaultCommitPaceFloor, "least entries/s the commit pacing slows a commit to")
 	fs.Float64Var(&c.CommitPacing.LatencyFactor, "commit-pace-latency-factor", graveler.DefaultCommitPaceLatencyFactor, "how many times their latency without a commit the staged writes' p90 may reach before the commit pacing slows the commit")
-	fs.IntVar(&c.FencedBatchSize, "fenced-batch-size", staging.DefaultFencedBatchSize, "most staged writes of one staging token sharing one etcd transaction (1: none shared; keep below etcd's --max-txn-ops less 2)")
+	fs.IntVar(&c.FencedBatchSize, "fenced-batch-size", staging.DefaultFencedBatchSize, fmt.Sprintf("most staged writes of one staging token sharing one etcd transaction, 1 to %d, which fits etcd's default --max-txn-ops (128); a larger value is refused at start (1: none shared; 0: the default; lower it for an etcd with a lower --max-txn-ops)", staging.MaxFencedBatchSize))
 	fs.BoolVar(&c.SeparateFenceRead, "separate-fence-read", false, "read the writer's and reader's fence as a separate branch read instead of in the write's or read's etcd transaction (slower; for comparison)")
 	// Variables become the defaults, so explicit flags win; GRAVELER_VERSION
 	// (or GRAVELER_O) set for another purpose must not change the output.

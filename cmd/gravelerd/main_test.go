@@ -18,6 +18,7 @@ import (
 	"graveler/etcdkv"
 	"graveler/graveler"
 	"graveler/graveler/committed"
+	"graveler/graveler/staging"
 	"graveler/server/daemon"
 )
 
@@ -505,5 +506,31 @@ func TestParseEmbeddedEtcdListen(t *testing.T) {
 		if !errors.Is(err, daemon.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: %v; want %q", tc.args, err, tc.want)
 		}
+	}
+}
+
+// TestFencedBatchSizeRangeInHelp: --help states the range of
+// --fenced-batch-size that parse accepts, from the same constant, and
+// that a larger value is refused at start, not sent to etcd.
+func TestFencedBatchSizeRangeInHelp(t *testing.T) {
+	var help bytes.Buffer
+	if code := run([]string{"--help"}, io.Discard, &help); code != 0 {
+		t.Fatalf("--help: exit %d", code)
+	}
+	_, usage, _ := strings.Cut(help.String(), "-fenced-batch-size")
+	usage, _, _ = strings.Cut(usage, "\n  -")
+	usage = strings.Join(strings.Fields(usage), " ")
+	for _, want := range []string{fmt.Sprintf("1 to %d", staging.MaxFencedBatchSize), "a larger value is refused at start", "0: the default"} {
+		if !strings.Contains(usage, want) {
+			t.Errorf("--fenced-batch-size help %q does not say %q", usage, want)
+		}
+	}
+	none := func(string) string { return "" }
+	if c, err := parse([]string{fmt.Sprint("--fenced-batch-size=", staging.MaxFencedBatchSize)}, none, io.Discard); err != nil || c.FencedBatchSize != staging.MaxFencedBatchSize {
+		t.Errorf("--fenced-batch-size=%d: %d, %v", staging.MaxFencedBatchSize, c.FencedBatchSize, err)
+	}
+	_, err := parse([]string{fmt.Sprint("--fenced-batch-size=", staging.MaxFencedBatchSize+1)}, none, io.Discard)
+	if want := fmt.Sprintf("fenced batch size %d must be between 1 and %d", staging.MaxFencedBatchSize+1, staging.MaxFencedBatchSize); !errors.Is(err, daemon.ErrInvalidConfig) || !strings.Contains(err.Error(), want) {
+		t.Errorf("--fenced-batch-size=%d: %v; want %q", staging.MaxFencedBatchSize+1, err, want)
 	}
 }

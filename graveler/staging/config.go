@@ -21,6 +21,10 @@ const (
 	// staging token share a kv request: half of etcd's default
 	// --max-txn-ops (128), which also bounds it.
 	DefaultFencedBatchSize = 64
+	// MaxFencedBatchSize is the largest FencedBatchSize: kv.MaxSetAndReadOps
+	// less room for the reads each shared request also makes, so that a
+	// batch stays within etcd's default --max-txn-ops (128).
+	MaxFencedBatchSize = kv.MaxSetAndReadOps - 8
 	// DefaultFencedBatchBytes keeps a shared request well inside etcd's
 	// default 1.5 MiB request limit.
 	DefaultFencedBatchBytes = 512 << 10
@@ -47,7 +51,8 @@ type Config struct {
 	ListPageBytes int
 	// FencedBatchSize bounds the concurrent SetAndRead writes of one token
 	// sent in one kv request (default DefaultFencedBatchSize; 1 sends each
-	// on its own; at most kv.MaxSetAndReadOps less the reads).
+	// on its own; at most MaxFencedBatchSize, to which a larger value is
+	// lowered).
 	FencedBatchSize int
 	// FencedBatchBytes bounds the bytes of one such request (default
 	// DefaultFencedBatchBytes).
@@ -74,7 +79,7 @@ func (c Config) withDefaults() Config {
 	if c.FencedBatchSize <= 0 {
 		c.FencedBatchSize = DefaultFencedBatchSize
 	}
-	c.FencedBatchSize = min(c.FencedBatchSize, kv.MaxSetAndReadOps-8)
+	c.FencedBatchSize = min(c.FencedBatchSize, MaxFencedBatchSize)
 	if c.MaxRangeTombstones <= 0 {
 		c.MaxRangeTombstones = DefaultMaxRangeTombstones
 	}

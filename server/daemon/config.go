@@ -14,8 +14,8 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"graveler/graveler"
+	"graveler/graveler/staging"
 	"graveler/internal/hostport"
-	"graveler/kv"
 	"graveler/server"
 )
 
@@ -118,8 +118,8 @@ type Config struct {
 	// it (0: committed.DefaultGCGrace).
 	GCGrace time.Duration
 	// FencedBatchSize bounds the staged writes of one staging token that
-	// share an etcd transaction (0: staging.DefaultFencedBatchSize). Keep
-	// it below etcd's --max-txn-ops less 2.
+	// share an etcd transaction: 1 to staging.MaxFencedBatchSize, larger
+	// values are refused (0: staging.DefaultFencedBatchSize).
 	FencedBatchSize int
 	// EmbeddedEtcdListen is the embedded etcd's client address, host:port
 	// on loopback (127.0.0.1, ::1 or localhost: that etcd has no
@@ -318,8 +318,8 @@ func (c *Config) Validate() error {
 	if c.GCGrace < 0 {
 		bad("gc grace %v is negative", c.GCGrace)
 	}
-	if c.FencedBatchSize < 0 || c.FencedBatchSize > kv.MaxSetAndReadOps-8 {
-		bad("fenced batch size %d must be between 1 and %d (0: default)", c.FencedBatchSize, kv.MaxSetAndReadOps-8)
+	if c.FencedBatchSize < 0 || c.FencedBatchSize > staging.MaxFencedBatchSize {
+		bad("fenced batch size %d must be between 1 and %d (0: default)", c.FencedBatchSize, staging.MaxFencedBatchSize)
 	}
 	if c.CommitReadRate < 0 || math.IsNaN(c.CommitReadRate) || math.IsInf(c.CommitReadRate, 0) {
 		bad("commit read rate %v must be 0 (unpaced) or a positive number of entries a second", c.CommitReadRate)
