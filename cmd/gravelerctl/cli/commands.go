@@ -76,7 +76,7 @@ func (a *app) repoCmd() *cobra.Command {
 			})
 		}),
 	}
-	create.Flags().StringVar(&ns, "storage-namespace", "", "where committed data goes (default: the server's root + REPO)")
+	create.Flags().StringVar(&ns, "storage-namespace", "", "where committed data goes (default: <the server's --storage-namespace-root>/REPO-<unique suffix>, a new one at each create)")
 	create.Flags().StringVar(&def, "default-branch", "", "default branch (default main)")
 	create.Flags().BoolVar(&bare, "bare", false, "no initial commit or branch (to restore a dump into)")
 	get := &cobra.Command{
@@ -1102,7 +1102,7 @@ func (a *app) restoreCmd() *cobra.Command {
 		}),
 	}
 	c.Flags().BoolVar(&create, "create", false, "create REPO as a bare repository first")
-	c.Flags().StringVar(&ns, "storage-namespace", "", "storage namespace for --create (default: the server's root + REPO)")
+	c.Flags().StringVar(&ns, "storage-namespace", "", "storage namespace for --create (default: <the server's --storage-namespace-root>/REPO-<unique suffix>, a new one at each create)")
 	return c
 }
 

@@ -478,3 +478,21 @@ func TestPutBulkReportsAcknowledged(t *testing.T) {
 		t.Fatalf("batches %v", f.batches)
 	}
 }
+
+// TestStorageNamespaceDefaultInHelp: the help of `repo create` and
+// `restore --create` gives the default storage namespace as the server
+// makes it, the root then the repository id and a unique suffix, not the
+// root and the id alone (a namespace a new repository of the same name
+// could never take while the old one is held).
+func TestStorageNamespaceDefaultInHelp(t *testing.T) {
+	c := ctl{t: t}
+	for _, args := range [][]string{{"repo", "create", "--help"}, {"restore", "--help"}} {
+		out := strings.Join(strings.Fields(c.ok(args...)), " ")
+		if want := "<the server's --storage-namespace-root>/REPO-<unique suffix>"; !strings.Contains(out, want) {
+			t.Errorf("gravelerctl %v does not give the default namespace as %q:\n%s", args, want, out)
+		}
+		if strings.Contains(out, "root + REPO") {
+			t.Errorf("gravelerctl %v still says root + REPO:\n%s", args, out)
+		}
+	}
+}
