@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"encoding/base64"
@@ -50,6 +51,27 @@ func usagef(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{errUsage}, args...)...)
 }
 
+// errInvalidInput marks an input file (a dump, a put-bulk file) that the
+// command cannot decode: the command line was right, the data is not.
+var errInvalidInput = errors.New("invalid input")
+
+func invalidInputf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{errInvalidInput}, args...)...)
+}
+
+// scanErr is the error of a line scanner of file name that stopped after
+// line: a line over the scanner's buffer is invalid input naming the line;
+// a read error passes through.
+func scanErr(err error, name string, line int) error {
+	if errors.Is(err, bufio.ErrTooLong) {
+		return invalidInputf("%s:%d: line longer than %d bytes", name, line+1, maxInputLine)
+	}
+	return err
+}
+
+// maxInputLine is the longest line of a dump or put-bulk file.
+const maxInputLine = 4 << 20
+
 // ExitCode classifies err.
 func ExitCode(err error) int {
 	switch {
@@ -57,7 +79,7 @@ func ExitCode(err error) int {
 		return ExitOK
 	case errors.Is(err, errUsage):
 		return ExitUsage
-	case errors.Is(err, client.ErrInvalidArgument), errors.Is(err, client.ErrMessageTooLarge):
+	case errors.Is(err, errInvalidInput), errors.Is(err, client.ErrInvalidArgument), errors.Is(err, client.ErrMessageTooLarge):
 		// Before ErrResourceExhausted: a request over a size limit fails
 		// the same way every time.
 		return ExitInvalidArgument

@@ -661,7 +661,7 @@ idempotent, so run it again from the next line.`,
 			cr := &countingReader{r: in}
 			p := a.newProgress("put", "bytes", total)
 			sc := bufio.NewScanner(cr)
-			sc.Buffer(make([]byte, 0, 1<<20), 4<<20)
+			sc.Buffer(make([]byte, 0, 1<<20), maxInputLine)
 			var entries []*pb.Entry
 			size, line, batchLine := 0, 0, 0
 			flush := func() error {
@@ -685,7 +685,7 @@ idempotent, so run it again from the next line.`,
 					}
 					var l bulkLine
 					if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-						return usagef("%s:%d: %v", args[2], line, err)
+						return invalidInputf("%s:%d: not an entry line: %v", args[2], line, err)
 					}
 					e := l.entry()
 					// An entry's share of the request: its bytes, field tag and length.
@@ -703,13 +703,13 @@ idempotent, so run it again from the next line.`,
 					}
 				}
 				if err := sc.Err(); err != nil {
-					return err
+					return scanErr(err, args[2], line)
 				}
 				return flush()
 			}()
 			p.done()
 			if err != nil {
-				if res.Entries > 0 || !errors.Is(err, errUsage) {
+				if res.Entries > 0 || !errors.Is(err, errUsage) && !errors.Is(err, errInvalidInput) {
 					fmt.Fprintf(a.streams.Err, "gravelerctl: put-bulk stopped after %d acknowledged entries (through line %d of %s); run it again from line %d\n",
 						res.Entries, res.Line, args[2], res.Line+1)
 				}
@@ -1058,7 +1058,7 @@ func (a *app) restoreCmd() *cobra.Command {
 			cr := &countingReader{r: in}
 			p := a.newProgress("restore", "bytes", total)
 			sc := bufio.NewScanner(cr)
-			sc.Buffer(make([]byte, 0, 1<<20), 4<<20)
+			sc.Buffer(make([]byte, 0, 1<<20), maxInputLine)
 			msg := &pb.RestoreRefsRequest{Repository: client.Repository(args[0])}
 			send := func() error {
 				if err := s.Send(msg); err != nil {
@@ -1076,7 +1076,7 @@ func (a *app) restoreCmd() *cobra.Command {
 				}
 				r := &pb.RefsRecord{}
 				if err := protojson.Unmarshal(sc.Bytes(), r); err != nil {
-					return usagef("%s:%d: %v", args[1], line, err)
+					return invalidInputf("%s:%d: not a dump record: %v", args[1], line, err)
 				}
 				msg.Records = append(msg.Records, r)
 				if len(msg.Records) == 100 {
@@ -1086,7 +1086,7 @@ func (a *app) restoreCmd() *cobra.Command {
 				}
 			}
 			if err := sc.Err(); err != nil {
-				return err
+				return scanErr(err, args[1], line)
 			}
 			if len(msg.Records) > 0 || msg.Repository != "" {
 				_ = send()

@@ -42,7 +42,8 @@
 // Exit codes, by class of error:
 //
 //	0 ok
-//	1 any other error (INTERNAL, UNKNOWN, CANCELED, local I/O)
+//	1 any other error (INTERNAL, UNKNOWN, DATA_LOSS, UNIMPLEMENTED,
+//	  CANCELED, local I/O such as a file it cannot open or read)
 //	2 usage error: the command line is wrong (an unknown or missing command
 //	  or subcommand, arguments, flags or the GRAVELER_* variables that
 //	  stand for them, a commit without -m, an empty delete-prefix without
@@ -54,7 +55,9 @@
 //	7 UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED other than message size (retry later)
 //	8 UNAUTHENTICATED or PERMISSION_DENIED
 //	9 invalid input: INVALID_ARGUMENT or OUT_OF_RANGE from the server, a limit
-//	  the client checks, or a request over a gRPC message size limit
+//	  the client checks, a request over a gRPC message size limit, or a
+//	  restore or put-bulk file with a line that does not decode or is over
+//	  4 MiB (the error names the file and the line)
 //
 // RESOURCE_EXHAUSTED has two meanings. gRPC answers it, with no ErrorInfo,
 // to a message over its size limit, a request or a response (the hint on

@@ -134,9 +134,36 @@ func TestPutFromStdinAndBadBulkFile(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("{\"key\": \"a\"}\nnot json\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	// The first line is fine, the second is not: a usage error naming the line.
+	// The first line is fine, the second is not: invalid input (the
+	// command line was right) naming the line.
 	// (Nothing reaches the server: batches are sent when full or at the end.)
-	if errOut := c.fails(cli.ExitUsage, "put-bulk", "r1x", "main", bad); !strings.Contains(errOut, "bad.jsonl:2") {
+	if errOut := c.fails(cli.ExitInvalidArgument, "put-bulk", "r1x", "main", bad); !strings.Contains(errOut, "bad.jsonl:2: not an entry line") {
 		t.Fatalf("stderr: %s", errOut)
+	}
+}
+
+// TestRestoreUndecodableDumpIsInvalidInput: a dump file whose line does
+// not decode (cut short, not a dump) exits 9, invalid input, naming the
+// file and the line, not 2: the command line was right. So does a line
+// longer than the CLI reads, in a dump and a put-bulk file alike.
+func TestRestoreUndecodableDumpIsInvalidInput(t *testing.T) {
+	c := ctl{t: t, base: []string{"--server", startFake(t, server.GRPCOptions{})}}
+	dir := t.TempDir()
+	broken := filepath.Join(dir, "broken.jsonl")
+	if err := os.WriteFile(broken, []byte("\n{\"commit\": {\"id\": \"ab\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	errOut := c.fails(cli.ExitInvalidArgument, "restore", "r1x", broken)
+	if !strings.Contains(errOut, "invalid input: "+broken+":2: not a dump record: ") || strings.Contains(errOut, "usage") {
+		t.Fatalf("stderr: %s", errOut)
+	}
+	long := filepath.Join(dir, "long.jsonl")
+	if err := os.WriteFile(long, []byte("{}\n"+strings.Repeat("x", 5<<20)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"restore", "r1x", long}, {"put-bulk", "r1x", "main", long}} {
+		if errOut := c.fails(cli.ExitInvalidArgument, args...); !strings.Contains(errOut, long+":2: line longer than") {
+			t.Errorf("%v: stderr: %s", args, errOut)
+		}
 	}
 }
