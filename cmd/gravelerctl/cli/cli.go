@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/user"
 	"strconv"
@@ -21,6 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"graveler/client"
+	"graveler/internal/hostport"
 )
 
 // Streams are the command's standard streams.
@@ -179,12 +179,12 @@ func checkServer(server string) error {
 			target = endpoint
 		}
 	}
-	host, port, err := net.SplitHostPort(target)
-	if err != nil || host == "" {
-		return fmt.Errorf("%q: %s", server, want)
+	host, _, err := hostport.Split(target, 1)
+	if err != nil {
+		return fmt.Errorf("%q: %v; %s", server, err, want)
 	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return fmt.Errorf("%q: port %q; %s", server, port, want)
+	if host == "" {
+		return fmt.Errorf("%q: %s", server, want)
 	}
 	return nil
 }
