@@ -417,6 +417,16 @@ func sameBranch(a, b *Branch) bool {
 
 // Get reads an entry at ref (a branch ref sees its staged entries).
 func (g *Graveler) Get(ctx context.Context, repoID RepositoryID, ref Ref, key Key) (*Value, error) {
+	v, err := g.get(ctx, repoID, ref, key)
+	if err != nil && errors.Is(err, ErrEntryNotFound) {
+		// The lookups below know the repository and the key, not the ref
+		// the caller named: an answer should say where the key is missing.
+		err = fmt.Errorf("%w (at %s)", err, ref)
+	}
+	return v, err
+}
+
+func (g *Graveler) get(ctx context.Context, repoID RepositoryID, ref Ref, key Key) (*Value, error) {
 	if err := ValidateKey(key); err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package graveler_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"graveler/graveler"
@@ -60,5 +61,29 @@ func TestLostTreeIsNotAnAbsentEntry(t *testing.T) {
 	// Nothing was staged by the refused calls.
 	if _, err := f.g.Get(f.ctx, "copy", "main", graveler.Key("a")); errors.Is(err, graveler.ErrEntryNotFound) || err == nil {
 		t.Fatalf("after the refused writes, get: %v", err)
+	}
+}
+
+// TestEntryNotFoundNamesRef: a missing key is reported with the ref it
+// was looked up at, beside the repository and the key, on a branch (its
+// staged entries and head) and at a commit alike.
+func TestEntryNotFoundNamesRef(t *testing.T) {
+	f := newFixture(t, kv.NewMemoryStore(), graveler.Config{})
+	f.set("main", "a", "1")
+	c := f.commit("main", "one")
+	for _, ref := range []graveler.Ref{"main", graveler.Ref(c)} {
+		_, err := f.g.Get(f.ctx, f.repo, ref, graveler.Key("nope"))
+		if !errors.Is(err, graveler.ErrEntryNotFound) {
+			t.Fatalf("get at %s: %v", ref, err)
+		}
+		for _, want := range []string{`"nope"`, string(f.repo), "at " + string(ref)} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("get at %s: %q does not name %s", ref, err, want)
+			}
+		}
+	}
+	err := f.g.Delete(f.ctx, f.repo, "main", graveler.Key("nope"))
+	if !errors.Is(err, graveler.ErrEntryNotFound) || !strings.Contains(err.Error(), "at main") {
+		t.Errorf("delete of a missing key: %v", err)
 	}
 }
