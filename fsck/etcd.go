@@ -111,9 +111,18 @@ func (r *run) scanStream(rev int64, from, end string, keysOnly bool, fn func(*mv
 	if keysOnly {
 		opts = append(opts, clientv3.WithKeysOnly())
 	}
+	// The opening is bounded like each chunk: the client waits for a
+	// ready connection as long as the stream's context lasts, so an etcd
+	// that stopped after the revision was read would hold the check until
+	// its own timeout.
+	opening := time.AfterFunc(r.c.cfg.RequestTimeout, cancel)
 	ch, err := r.c.cli.GetStream(ctx, from, opts...)
+	opened := opening.Stop()
 	if err != nil {
 		cancel()
+		if !opened && r.ctx.Err() == nil {
+			return fmt.Errorf("no answer for %v", r.c.cfg.RequestTimeout)
+		}
 		if status.Code(err) == codes.Unimplemented {
 			return errNoStream
 		}
@@ -126,6 +135,9 @@ func (r *run) scanStream(rev int64, from, end string, keysOnly bool, fn func(*mv
 		for range ch {
 		}
 	}()
+	if !opened {
+		return fmt.Errorf("no answer for %v", r.c.cfg.RequestTimeout)
+	}
 	timer := time.NewTimer(r.c.cfg.RequestTimeout)
 	defer timer.Stop()
 	got := false

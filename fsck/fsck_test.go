@@ -1,6 +1,7 @@
 package fsck_test
 
 import (
+	"context"
 	"errors"
 	"net"
 	"strings"
@@ -389,5 +390,21 @@ func TestFsckEtcdAlarm(t *testing.T) {
 	f := only(t, rep, fsck.KindEtcdAlarm, 1)[0]
 	if !strings.Contains(f.Detail, "NOSPACE") || len(rep.Etcd.Alarms) != 1 {
 		t.Fatalf("finding %+v, alarms %v", f, rep.Etcd.Alarms)
+	}
+}
+
+// TestFsckEtcdStopsMidCheck: an etcd that stops after the check read its
+// revision ends the check with ErrIncomplete within its request timeout's
+// attempts, not at the caller's deadline: opening a scan is bounded as
+// each chunk is.
+func TestFsckEtcdStopsMidCheck(t *testing.T) {
+	w := newWorld(t)
+	w.installation()
+	defer fsck.SetAfterRevision(func() { w.srv.Close() })()
+	ctx, cancel := context.WithTimeout(w.ctx, 2*time.Minute)
+	defer cancel()
+	_, err := fsck.New(w.store, w.blobs, fsck.Config{RequestTimeout: 300 * time.Millisecond}).Run(ctx)
+	if !errors.Is(err, fsck.ErrIncomplete) || ctx.Err() != nil {
+		t.Fatalf("check with etcd stopped: %v (caller's context: %v)", err, ctx.Err())
 	}
 }
