@@ -69,7 +69,7 @@ func (e *EtcdElector) Campaign(ctx context.Context) (context.Context, func(), er
 	// (handing over at once instead of after the TTL); resign closes it.
 	s, err := concurrency.NewSession(e.cli, concurrency.WithTTL(e.ttl), concurrency.WithContext(context.WithoutCancel(ctx)))
 	if errors.Is(err, rpctypes.ErrLeaseTTLTooLarge) {
-		return nil, nil, fmt.Errorf("%w: etcd grants no lease of %d seconds (at most %d): %w", ErrElectionRefused, e.ttl, MaxElectionTTL, err)
+		return nil, nil, fmt.Errorf("%w: etcd grants no lease of %d seconds (at most %d): %w", ErrElectionRefused, e.ttl, int64(MaxElectionTTL), err)
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("cleaner: election session: %w", noSpace(err))
