@@ -497,6 +497,8 @@ func TestParseEmbeddedEtcdListen(t *testing.T) {
 		{[]string{"--embedded-etcd-listen=:2379"}, `--embedded-etcd-listen=":2379": host "" is not 127.0.0.1, ::1 or localhost`},
 		{[]string{"--embedded-etcd-listen=10.0.0.5:2379"}, `host "10.0.0.5" is not 127.0.0.1, ::1 or localhost`},
 		{[]string{"--embedded-etcd-listen=etcd.example.com:2379"}, `host "etcd.example.com" is not`},
+		// etcd binds a name only if it is exactly "localhost".
+		{[]string{"--embedded-etcd-listen=LOCALHOST:2379"}, `host "LOCALHOST" is not`},
 		{[]string{"--embedded-etcd-listen=127.0.0.1"}, `--embedded-etcd-listen="127.0.0.1": want host:port`},
 		{[]string{"--embedded-etcd-listen=127.0.0.1:70000"}, `--embedded-etcd-listen="127.0.0.1:70000": port "70000"`},
 		{[]string{"--embedded-etcd-listen=127.0.0.1:7070"}, `--embedded-etcd-listen="127.0.0.1:7070" and --listen="127.0.0.1:7070" would both bind port 7070`},

@@ -351,7 +351,9 @@ func (c *Config) Validate() error {
 // loopbackHost reports whether a listen address's host is one of the
 // loopback names the embedded etcd may listen on.
 func loopbackHost(host string) bool {
-	return host == "127.0.0.1" || host == "::1" || strings.EqualFold(host, "localhost")
+	// Lower case only: etcd binds a name only if it is exactly
+	// "localhost", and refuses any other at start.
+	return host == "127.0.0.1" || host == "::1" || host == "localhost"
 }
 
 // sameListener reports whether listeners on a and b would take the same
