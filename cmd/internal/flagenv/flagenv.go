@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"net/url"
+	"regexp"
 	"strings"
 	"time"
 
@@ -58,11 +59,22 @@ func Parse(fs *flag.FlagSet, args []string, getenv func(string) string, skip ...
 // ("1d"), and the message should say what to write instead.
 var errNotDuration = errors.New("not a duration (use a unit: 500ms, 5s, 2m)")
 
+// errDurationRange: written as a duration, but past what one holds; the
+// advice to add a unit would mislead.
+var errDurationRange = errors.New("out of range (a duration is at most 2562047h47m16s)")
+
+// durationForm is time.ParseDuration's syntax, so that a value of that form
+// which still fails to parse is known to be out of range.
+var durationForm = regexp.MustCompile(`^[-+]?((\d+(\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h))+$`)
+
 // durationValue is a duration flag's own value with errNotDuration.
 type durationValue struct{ flag.Value }
 
 func (d durationValue) Set(s string) error {
 	if _, err := time.ParseDuration(s); err != nil {
+		if durationForm.MatchString(s) {
+			return errDurationRange
+		}
 		return errNotDuration
 	}
 	return d.Value.Set(s)

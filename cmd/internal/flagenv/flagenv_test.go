@@ -122,6 +122,14 @@ func TestParseExplainsBadDuration(t *testing.T) {
 			t.Errorf("--shutdown-timeout=%s: %v", v, err)
 		}
 	}
+	// Written as a duration but too long for one: a unit is no help.
+	for _, v := range []string{"3000000h", "9999999999999s"} {
+		fs, _ := newFS(io.Discard)
+		err := Parse(fs, []string{"--shutdown-timeout=" + v}, nil)
+		if err == nil || !strings.Contains(err.Error(), "out of range") || strings.Contains(err.Error(), "use a unit") {
+			t.Errorf("--shutdown-timeout=%s: %v", v, err)
+		}
+	}
 	fs, _ := newFS(io.Discard)
 	env := map[string]string{"GRAVELER_SHUTDOWN_TIMEOUT": "5"}
 	if err := Parse(fs, nil, func(k string) string { return env[k] }); err == nil || err.Error() != `GRAVELER_SHUTDOWN_TIMEOUT="5": `+want {
