@@ -214,8 +214,14 @@ func (b *bench) compare(ctx context.Context, what string, clients int, g, raw *s
 		// etcd cluster serves at most its cores divided by it.
 		line := fmt.Sprintf("PROCESS_CPU %s clients=%d cpu per call:", what, clients)
 		if etcdOK {
-			line += fmt.Sprintf(" etcd %v graveler %s, raw %s, graveler/etcd=%.2fx median of %d pairs %s;",
-				b.etcdPIDs, perCall(etcdCPU[0], gs.Count), perCall(etcdCPU[1], rs.Count), median(etcdRatio), len(etcdRatio), fmtPairs(etcdRatio))
+			// /proc counts in 10 ms ticks: a raw phase that used less than
+			// one gives no ratio, which must not print as 0.
+			ratio := "n/a"
+			if len(etcdRatio) > 0 {
+				ratio = fmt.Sprintf("%.2fx", median(etcdRatio))
+			}
+			line += fmt.Sprintf(" etcd %v graveler %s, raw %s, graveler/etcd=%s median of %d pairs %s;",
+				b.etcdPIDs, perCall(etcdCPU[0], gs.Count), perCall(etcdCPU[1], rs.Count), ratio, len(etcdRatio), fmtPairs(etcdRatio))
 		}
 		if serverOK {
 			line += fmt.Sprintf(" gravelerd %v %s;", b.serverPIDs, perCall(serverCPU[0], gs.Count))
