@@ -82,8 +82,8 @@ type Config struct {
 	// ConnectTimeout bounds the wait for etcd's first answer (default
 	// DefaultConnectTimeout).
 	ConnectTimeout time.Duration
-	// RequestTimeout bounds each etcd request, or each chunk of a scan,
-	// the opening of its stream included (default DefaultRequestTimeout).
+	// RequestTimeout bounds each etcd request, the opening of a scan's
+	// stream, and each chunk of a scan (default DefaultRequestTimeout).
 	RequestTimeout time.Duration
 	// PageSize is the page of a paged scan, used when etcd has no
 	// RangeStream (default DefaultPageSize).
