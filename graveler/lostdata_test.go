@@ -19,25 +19,8 @@ func TestLostTreeIsNotAnAbsentEntry(t *testing.T) {
 	f := newFixture(t, kv.NewMemoryStore(), graveler.Config{})
 	f.set("main", "a", "1")
 	f.commit("main", "one")
-	var recs []*graveler.RefsRecord
-	for r, err := range f.g.DumpRefs(f.ctx, f.repo) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, r)
-	}
 	// An empty namespace: the dump's trees are not there.
-	if _, err := f.g.CreateBareRepository(f.ctx, "copy", gravelertest.Namespace(), "main"); err != nil {
-		t.Fatal(err)
-	}
-	err := f.g.RestoreRefs(f.ctx, "copy", func(yield func(*graveler.RefsRecord, error) bool) {
-		for _, r := range recs {
-			if !yield(r, nil) {
-				return
-			}
-		}
-	})
-	if err != nil {
+	if err := f.restoreCopy("copy", gravelertest.Namespace(), f.dump()); err != nil {
 		t.Fatal(err)
 	}
 	lost := func(what string, err error) {
@@ -46,7 +29,7 @@ func TestLostTreeIsNotAnAbsentEntry(t *testing.T) {
 			t.Errorf("%s: %v, want the tree reported missing (ErrMetaRangeNotFound), not ErrEntryNotFound", what, err)
 		}
 	}
-	_, err = f.g.Get(f.ctx, "copy", "main", graveler.Key("a"))
+	_, err := f.g.Get(f.ctx, "copy", "main", graveler.Key("a"))
 	lost("get on the branch", err)
 	head, err := f.g.GetCommit(f.ctx, "copy", "main")
 	if err != nil {
@@ -86,4 +69,31 @@ func TestEntryNotFoundNamesRef(t *testing.T) {
 	if !errors.Is(err, graveler.ErrEntryNotFound) || !strings.Contains(err.Error(), "at main") {
 		t.Errorf("delete of a missing key: %v", err)
 	}
+}
+
+// dump is DumpRefs of the fixture's repository.
+func (f *fixture) dump() []*graveler.RefsRecord {
+	f.t.Helper()
+	var recs []*graveler.RefsRecord
+	for r, err := range f.g.DumpRefs(f.ctx, f.repo) {
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		recs = append(recs, r)
+	}
+	return recs
+}
+
+// restoreCopy creates bare repository repo on ns and restores recs into it.
+func (f *fixture) restoreCopy(repo graveler.RepositoryID, ns graveler.StorageNamespace, recs []*graveler.RefsRecord) error {
+	if _, err := f.g.CreateBareRepository(f.ctx, repo, ns, "main"); err != nil {
+		return err
+	}
+	return f.g.RestoreRefs(f.ctx, repo, func(yield func(*graveler.RefsRecord, error) bool) {
+		for _, r := range recs {
+			if !yield(r, nil) {
+				return
+			}
+		}
+	})
 }

@@ -15,28 +15,12 @@ func TestRestoreDumpWithBranchAndTagOfOneName(t *testing.T) {
 	f := newFixture(t, kv.NewMemoryStore(), graveler.Config{})
 	f.set("main", "a", "1")
 	c := f.commit("main", "one")
-	var recs []*graveler.RefsRecord
-	for r, err := range f.g.DumpRefs(f.ctx, f.repo) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, r)
-	}
+	recs := f.dump()
 	// What DumpRefs writes for a legacy repository with branch and tag "release".
 	recs = append(recs,
 		&graveler.RefsRecord{Branch: &graveler.BranchRecord{BranchID: "release", Branch: &graveler.Branch{CommitID: c}}},
 		&graveler.RefsRecord{Tag: &graveler.TagRecord{TagID: "release", CommitID: c}})
-	if _, err := f.g.CreateBareRepository(f.ctx, "copy", gravelertest.Namespace(), "main"); err != nil {
-		t.Fatal(err)
-	}
-	err := f.g.RestoreRefs(f.ctx, "copy", func(yield func(*graveler.RefsRecord, error) bool) {
-		for _, r := range recs {
-			if !yield(r, nil) {
-				return
-			}
-		}
-	})
-	if err != nil {
+	if err := f.restoreCopy("copy", gravelertest.Namespace(), recs); err != nil {
 		t.Fatalf("restore of a dump holding branch and tag \"release\": %v", err)
 	}
 	if got, err := f.g.GetTag(f.ctx, "copy", "release"); err != nil || got != c {
