@@ -11,6 +11,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net/url"
 	"regexp"
 	"strings"
@@ -29,11 +30,14 @@ func Name(flagName string) string {
 // skip, then parses args. The variables are read first, so a flag given
 // on the command line wins, and a bad variable is reported even with
 // --help (which the deploy checks run with the manifests' variables).
-// A nil getenv reads no variables, for a program that has none.
+// A nil getenv reads no variables, for a program that has none. A bad
+// flag is returned with a pointer to -h, not printed with every flag's
+// help after it, which buried the one line that matters; -h prints the
+// help as before.
 func Parse(fs *flag.FlagSet, args []string, getenv func(string) string, skip ...string) error {
 	defer explainDurations(fs)()
 	if getenv == nil {
-		return fs.Parse(args)
+		return parseArgs(fs, args)
 	}
 	var errs []error
 	fs.VisitAll(func(f *flag.Flag) {
@@ -51,7 +55,39 @@ func Parse(fs *flag.FlagSet, args []string, getenv func(string) string, skip ...
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	return fs.Parse(args)
+	return parseArgs(fs, args)
+}
+
+// parseArgs is fs.Parse, printing nothing for a bad flag (the caller
+// reports the error, which says where the help is) and the help for -h.
+func parseArgs(fs *flag.FlagSet, args []string) error {
+	out, usage := fs.Output(), fs.Usage
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	fs.Usage = usage
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		if usage != nil {
+			usage()
+		} else {
+			defaultUsage(fs)
+		}
+	case err != nil:
+		err = fmt.Errorf("%w; -h lists the flags", err)
+	}
+	return err
+}
+
+// defaultUsage is the flag package's own help, for a set with no Usage.
+func defaultUsage(fs *flag.FlagSet) {
+	if fs.Name() == "" {
+		fmt.Fprintf(fs.Output(), "Usage:\n")
+	} else {
+		fmt.Fprintf(fs.Output(), "Usage of %s:\n", fs.Name())
+	}
+	fs.PrintDefaults()
 }
 
 // errNotDuration replaces the flag package's "parse error" for a duration:
@@ -111,13 +147,7 @@ func explainDurations(fs *flag.FlagSet) (restore func()) {
 			usage()
 			return
 		}
-		// The flag package's default usage.
-		if fs.Name() == "" {
-			fmt.Fprintf(fs.Output(), "Usage:\n")
-		} else {
-			fmt.Fprintf(fs.Output(), "Usage of %s:\n", fs.Name())
-		}
-		fs.PrintDefaults()
+		defaultUsage(fs)
 	}
 	wrap()
 	return func() {

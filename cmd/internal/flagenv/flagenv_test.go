@@ -2,6 +2,7 @@ package flagenv
 
 import (
 	"flag"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -118,7 +119,7 @@ func TestParseExplainsBadDuration(t *testing.T) {
 	for _, v := range []string{"5x", "5", "1d", ""} {
 		fs, _ := newFS(io.Discard)
 		err := Parse(fs, []string{"--shutdown-timeout=" + v}, nil)
-		if err == nil || err.Error() != `invalid value "`+v+`" for flag -shutdown-timeout: `+want {
+		if err == nil || err.Error() != `invalid value "`+v+`" for flag -shutdown-timeout: `+want+`; -h lists the flags` {
 			t.Errorf("--shutdown-timeout=%s: %v", v, err)
 		}
 	}
@@ -185,6 +186,40 @@ func TestEtcdFlagsNamesEachFlagAtFault(t *testing.T) {
 		}
 		if err != nil && strings.Contains(err.Error(), "s3cret") {
 			t.Errorf("%v: %q shows the password", tc.args, err)
+		}
+	}
+}
+
+// TestBadFlagPrintsNoHelp: a bad flag is returned, pointing at -h, and
+// nothing is printed (the program prints the error once); -h prints the
+// help, with or without a Usage of the program's own.
+func TestBadFlagPrintsNoHelp(t *testing.T) {
+	for _, own := range []bool{false, true} {
+		var out strings.Builder
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		fs.SetOutput(&out)
+		fs.Int("n", 1, "a number")
+		if own {
+			fs.Usage = func() { fmt.Fprintln(fs.Output(), "own usage") }
+		}
+		for _, args := range [][]string{{"--nope"}, {"--n=x"}} {
+			err := Parse(fs, args, nil)
+			if err == nil || !strings.HasSuffix(err.Error(), "; -h lists the flags") || out.Len() != 0 {
+				t.Errorf("own usage %v, %v: %v, printed %q", own, args, err, out.String())
+			}
+		}
+		if err := Parse(fs, []string{"-h"}, func(string) string { return "" }); err != flag.ErrHelp {
+			t.Fatalf("-h: %v", err)
+		}
+		want := "Usage of t:\n  -n int\n    \ta number (default 1)\n"
+		if own {
+			want = "own usage\n"
+		}
+		if out.String() != want {
+			t.Errorf("own usage %v: -h printed %q, want %q", own, out.String(), want)
+		}
+		if fs.Output() != &out {
+			t.Error("the output is not given back")
 		}
 	}
 }
