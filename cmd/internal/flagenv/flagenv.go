@@ -35,7 +35,23 @@ func Name(flagName string) string {
 // help after it, which buried the one line that matters; -h prints the
 // help as before.
 func Parse(fs *flag.FlagSet, args []string, getenv func(string) string, skip ...string) error {
-	defer explainDurations(fs)()
+	restore := explainDurations(fs)
+	err := parse(fs, args, getenv, skip)
+	// The help is printed with the flags' own values, since the flag
+	// package names the type of its own duration values only
+	// ("-shutdown-timeout duration").
+	restore()
+	if errors.Is(err, flag.ErrHelp) {
+		if fs.Usage != nil {
+			fs.Usage()
+		} else {
+			defaultUsage(fs)
+		}
+	}
+	return err
+}
+
+func parse(fs *flag.FlagSet, args []string, getenv func(string) string, skip []string) error {
 	if getenv == nil {
 		return parseArgs(fs, args)
 	}
@@ -58,8 +74,8 @@ func Parse(fs *flag.FlagSet, args []string, getenv func(string) string, skip ...
 	return parseArgs(fs, args)
 }
 
-// parseArgs is fs.Parse, printing nothing for a bad flag (the caller
-// reports the error, which says where the help is) and the help for -h.
+// parseArgs is fs.Parse printing nothing: the caller reports a bad flag
+// (the error says where the help is), and Parse prints the help for -h.
 func parseArgs(fs *flag.FlagSet, args []string) error {
 	out, usage := fs.Output(), fs.Usage
 	fs.SetOutput(io.Discard)
@@ -67,14 +83,7 @@ func parseArgs(fs *flag.FlagSet, args []string) error {
 	err := fs.Parse(args)
 	fs.SetOutput(out)
 	fs.Usage = usage
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		if usage != nil {
-			usage()
-		} else {
-			defaultUsage(fs)
-		}
-	case err != nil:
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		err = fmt.Errorf("%w; -h lists the flags", err)
 	}
 	return err
@@ -117,42 +126,21 @@ func (d durationValue) Set(s string) error {
 }
 
 // explainDurations puts a durationValue around each duration flag of fs
-// and returns what takes them off again. The help is printed with the
-// flags' own values, since the flag package names the type of its own
-// duration values only ("-shutdown-timeout duration").
+// and returns what takes them off again.
 func explainDurations(fs *flag.FlagSet) (restore func()) {
 	own := map[*flag.Flag]flag.Value{}
 	fs.VisitAll(func(f *flag.Flag) {
 		if g, ok := f.Value.(flag.Getter); ok {
 			if _, ok := g.Get().(time.Duration); ok {
 				own[f] = f.Value
+				f.Value = durationValue{f.Value}
 			}
 		}
 	})
-	wrap := func() {
-		for f, v := range own {
-			f.Value = durationValue{v}
-		}
-	}
-	unwrap := func() {
+	return func() {
 		for f, v := range own {
 			f.Value = v
 		}
-	}
-	usage := fs.Usage
-	fs.Usage = func() {
-		unwrap()
-		defer wrap()
-		if usage != nil {
-			usage()
-			return
-		}
-		defaultUsage(fs)
-	}
-	wrap()
-	return func() {
-		unwrap()
-		fs.Usage = usage
 	}
 }
 
